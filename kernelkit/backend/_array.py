@@ -1,0 +1,355 @@
+"""The blockwise kernel engine written against an array namespace ``xp``.
+
+:class:`ArrayBackend` holds everything the engines share: the row-block driver
+(bounded by ``working_memory``), the per-row statistics that turn a Gram block
+``X @ Y.T`` into a kernel block, and reference element-wise "finishers" written
+with ``xp`` operations only. The NumPy engine is this class with ``xp=numpy``
+(the oracle); the Numba and CuPy engines override only the finishers (and the
+L1 distance), so every engine is checked against the same reference.
+
+All internal arithmetic is float64: float32 inputs are upcast for the Gram
+product (cheap: O(n d) copies) and the result is cast back, so float32 outputs
+keep float32 accuracy instead of inheriting the cancellation of
+``|x|^2 + |y|^2 - 2 x.y`` in float32.
+"""
+
+import math
+
+from .._config import get_config
+
+DISTANCE_KERNELS = ("rbf", "matern")
+DOT_KERNELS = ("linear", "polynomial", "cosine")
+NN_KERNELS = ("ntk", "nngp")
+KERNEL_NAMES = DISTANCE_KERNELS + DOT_KERNELS + NN_KERNELS + ("laplacian",)
+
+# integer codes shared by the compiled engines
+STATIONARY_CODES = {("rbf", None): 0, ("matern", 0.5): 1, ("matern", 1.5): 2, ("matern", 2.5): 3}
+DOT_CODES = {"linear": 0, "polynomial": 1, "cosine": 2}
+ACTIVATION_CODES = {"relu": 0, "erf": 1}
+# d2 below this fraction of |x|^2 + |y|^2 is recomputed exactly from the coordinates
+CANCELLATION = 1e-4
+
+
+class ArrayBackend:
+    """Blockwise kernel evaluation on the array namespace ``xp``.
+
+    Parameters
+    ----------
+    xp : module
+        Array namespace (``numpy`` or ``cupy``).
+
+    Notes
+    -----
+    A kernel is described by a ``KernelSpec(name, params)`` (see
+    :mod:`kernelkit.backend`); inputs are assumed already validated (2-D, finite).
+    """
+
+    name = "array"
+    # True when the engine computes only the lower triangle of k(X, X) and mirrors it.
+    triangular = False
+
+    def __init__(self, xp):
+        self.xp = xp
+
+    # ------------------------------------------------------------------ arrays
+    def asarray(self, a, dtype=None):
+        """Array on this engine's device (no copy when already there)."""
+        return self.xp.asarray(a, dtype=dtype)
+
+    def to_host(self, a):
+        """NumPy array with the values of ``a``."""
+        import numpy
+
+        return numpy.asarray(a)
+
+    def is_native(self, a):
+        """Whether ``a`` already is an array of this engine's namespace."""
+        return isinstance(a, self.xp.ndarray)
+
+    # ------------------------------------------------------------ public ops
+    def pairwise(self, spec, X, Y=None):
+        """Kernel matrix ``k(X, Y)`` (``k(X, X)`` when ``Y`` is None).
+
+        float32 when ``X`` (and ``Y``) are float32, else float64. Memory beyond the
+        output: one float64 block of at most ``working_memory`` MiB (none for float64).
+        """
+        xp = self.xp
+        out_dtype = self._out_dtype(X, Y)
+        ctx = self._prepare(spec, X, Y)
+        n, m = ctx["X"].shape[0], ctx["Y"].shape[0]
+        out = xp.empty((n, m), dtype=out_dtype)
+        tri = Y is None and self.triangular
+        direct = out_dtype == xp.float64
+        rows = self._block_rows(m)
+        buf = None if direct else xp.empty((min(rows, n), m), dtype=xp.float64)
+        for r0 in range(0, n, rows):
+            r1 = min(n, r0 + rows)
+            ncols = r1 if tri else m
+            block = out[r0:r1, :ncols] if direct else buf[: r1 - r0, :ncols]
+            self._fill(spec, ctx, r0, r1, block, self_offset=r0 if Y is None else -1, tri=tri)
+            if not direct:
+                out[r0:r1, :ncols] = block
+        if tri:
+            self._mirror_lower(out)
+        return out
+
+    def pairwise_chunked(self, spec, X, Y=None):
+        """Yield ``(start, block)``: consecutive float64 row blocks of ``k(X, Y)``.
+
+        Each block holds at most ``working_memory`` MiB (at least one row).
+        """
+        ctx = self._prepare(spec, X, Y)
+        n, m = ctx["X"].shape[0], ctx["Y"].shape[0]
+        rows = self._block_rows(m)
+        for r0 in range(0, n, rows):
+            r1 = min(n, r0 + rows)
+            block = self.xp.empty((r1 - r0, m), dtype=self.xp.float64)
+            self._fill(spec, ctx, r0, r1, block, self_offset=r0 if Y is None else -1, tri=False)
+            yield r0, block
+
+    def matmul(self, spec, X, Y, W):
+        """``k(X, Y) @ W`` in float64, never holding more than one block of ``k``.
+
+        ``W`` has shape ``(n_Y,)`` or ``(n_Y, k)``; the result has shape
+        ``(n_X,)`` or ``(n_X, k)``.
+        """
+        xp = self.xp
+        W = xp.asarray(W, dtype=xp.float64)
+        out = xp.empty((X.shape[0],) + tuple(W.shape[1:]), dtype=xp.float64)
+        for r0, block in self.pairwise_chunked(spec, X, Y):
+            out[r0 : r0 + block.shape[0]] = block @ W
+        return out
+
+    def diag(self, spec, X):
+        """The diagonal ``k(x_i, x_i)`` as a float64 vector of length ``n_X``."""
+        xp = self.xp
+        X = xp.asarray(X, dtype=xp.float64)
+        name, p = spec
+        if name in DISTANCE_KERNELS or name == "laplacian":
+            return xp.ones(X.shape[0], dtype=xp.float64)
+        sq = xp.sum(X * X, axis=1)
+        if name == "linear":
+            return sq
+        if name == "polynomial":
+            gamma, degree, coef0 = p
+            return (gamma * sq + coef0) ** degree
+        if name == "cosine":
+            return xp.where(sq > 0, 1.0, 0.0)
+        depth, act, w2, b2 = p
+        _, nngp, ntk = nn_row_stats(xp, sq, int(depth), act, w2, b2, 1.0 / X.shape[1])
+        return ntk if name == "ntk" else nngp
+
+    # ---------------------------------------------------------------- driver
+    def _out_dtype(self, X, Y):
+        xp = self.xp
+        if X.dtype == xp.float32 and (Y is None or Y.dtype == xp.float32):
+            return xp.float32
+        return xp.float64
+
+    def _block_rows(self, ncols):
+        budget = get_config()["working_memory"] * 2**20
+        return max(1, int(budget // (8 * max(1, ncols))))
+
+    def _prepare(self, spec, X, Y):
+        """float64 copies (centered for distance kernels) and per-row statistics."""
+        xp = self.xp
+        name, p = spec
+        Xf = xp.asarray(X, dtype=xp.float64)
+        Yf = Xf if Y is None else xp.asarray(Y, dtype=xp.float64)
+        if name in DISTANCE_KERNELS or name == "laplacian":
+            # Distances are translation invariant: centering removes the large common
+            # offset whose squares would cancel in |x|^2 + |y|^2 - 2 x.y.
+            if Y is None:
+                shift = xp.mean(Xf, axis=0)
+            else:
+                shift = (xp.sum(Xf, axis=0) + xp.sum(Yf, axis=0)) / (Xf.shape[0] + Yf.shape[0])
+            Xf = Xf - shift
+            Yf = Xf if Y is None else Yf - shift
+        ctx = {"X": Xf, "Y": Yf, "sx": None, "sy": None}
+        if name == "laplacian" or name == "linear" or name == "polynomial":
+            return ctx
+        if name in NN_KERNELS:
+            depth, act, w2, b2 = p
+            inv_d = 1.0 / Xf.shape[1]
+
+            def stats(A):
+                return nn_row_stats(xp, xp.sum(A * A, axis=1), int(depth), act, w2, b2, inv_d)[0]
+        elif name == "cosine":
+
+            def stats(A):
+                return xp.sqrt(xp.sum(A * A, axis=1))
+        else:
+
+            def stats(A):
+                return xp.sum(A * A, axis=1)
+
+        ctx["sx"] = stats(Xf)
+        ctx["sy"] = ctx["sx"] if Y is None else stats(Yf)
+        return ctx
+
+    def _fill(self, spec, ctx, r0, r1, block, self_offset, tri):
+        """Write kernel rows ``r0:r1`` (columns ``:block.shape[1]``) into float64 ``block``.
+
+        ``self_offset`` >= 0 means X is Y and row ``i`` of the block is the point
+        ``self_offset + i``: its self-pair is set exactly (distance 0, cosine 1).
+        ``tri`` means only columns ``j <= self_offset + i`` need be correct.
+        """
+        name, p = spec
+        Xb = ctx["X"][r0:r1]
+        ncols = block.shape[1]
+        Yb = ctx["Y"][:ncols]
+        if name == "laplacian":
+            self._laplacian(Xb, Yb, p[0], block, self_offset, tri)
+            return
+        self.xp.matmul(Xb, Yb.T, out=block)
+        sx = None if ctx["sx"] is None else ctx["sx"][r0:r1]
+        sy = None if ctx["sy"] is None else ctx["sy"][:ncols]
+        if name in DISTANCE_KERNELS:
+            nu = None if name == "rbf" else p[1]
+            code = STATIONARY_CODES[(name, nu)]
+            self._stationary(code, block, sx, sy, p[0], self_offset, tri, Xb, Yb)
+        elif name in DOT_KERNELS:
+            gamma, degree, coef0 = p if name == "polynomial" else (1.0, 1.0, 0.0)
+            self._dot(DOT_CODES[name], block, sx, sy, gamma, degree, coef0, self_offset, tri)
+        else:
+            depth, act, w2, b2 = p
+            self._nn(block, sx, sy, int(depth), ACTIVATION_CODES[act], w2, b2,
+                     1.0 / ctx["X"].shape[1], name == "ntk", self_offset, tri)
+
+    # ------------------------------------------------ reference finishers (xp)
+    def _self_pairs(self, block, self_offset):
+        """Index arrays of the block's self-pairs (row i, column self_offset + i)."""
+        xp = self.xp
+        nb, m = block.shape
+        rows = xp.arange(max(0, min(nb, m - self_offset)))
+        return rows, rows + self_offset
+
+    def _stationary(self, code, block, sx, sy, gamma, self_offset, tri, Xb, Yb):
+        xp = self.xp
+        d2 = sx[:, None] + sy[None, :] - 2.0 * block
+        # Where |x|^2 + |y|^2 - 2 x.y cancels (near-duplicate points), recompute the
+        # distance from the coordinates: sqrt(d2) would amplify the rounding error.
+        i, j = xp.nonzero(d2 <= CANCELLATION * (sx[:, None] + sy[None, :]))
+        d2[i, j] = xp.sum((Xb[i] - Yb[j]) ** 2, axis=1)
+        if self_offset >= 0:
+            d2[self._self_pairs(block, self_offset)] = 0.0
+        block[...] = stationary_from_sqdist(xp, code, d2, gamma)
+
+    def _dot(self, code, block, sx, sy, gamma, degree, coef0, self_offset, tri):
+        xp = self.xp
+        if code == 1:
+            block[...] = (gamma * block + coef0) ** degree
+        elif code == 2:
+            norm = sx[:, None] * sy[None, :]
+            cos = xp.where(norm > 0, block / xp.where(norm > 0, norm, 1.0), 0.0)
+            block[...] = xp.clip(cos, -1.0, 1.0)
+            if self_offset >= 0:
+                rows, cols = self._self_pairs(block, self_offset)
+                block[rows, cols] = xp.where(sx[rows] > 0, 1.0, 0.0)
+
+    def _nn(self, block, sx, sy, depth, act, w2, b2, inv_d, want_ntk, self_offset, tri):
+        xp = self.xp
+        K = block * inv_d
+        T = xp.zeros_like(K)
+        pairs = self._self_pairs(block, self_offset) if self_offset >= 0 else None
+        for layer in range(depth):
+            K = w2 * K + b2
+            T = K + w2 * T
+            a, b = sx[:, layer][:, None], sy[:, layer][None, :]
+            if act == 0:  # relu: arc-cosine kernel of degree 1 (Cho & Saul 2009)
+                prod = a * b
+                cos = xp.where(prod > 0, K / xp.where(prod > 0, prod, 1.0), 0.0)
+                cos = xp.clip(cos, -1.0, 1.0)
+                if pairs is not None:  # a self-pair is at angle 0 exactly
+                    cos[pairs] = xp.where(prod[pairs] > 0, 1.0, 0.0)
+                theta = xp.arccos(cos)
+                K = prod * (xp.sqrt(1.0 - cos * cos) + (math.pi - theta) * cos) / (2 * math.pi)
+                T = T * ((math.pi - theta) / (2 * math.pi))
+            else:  # erf (Williams 1997)
+                den = a * b
+                T = T * ((4.0 / math.pi) / xp.sqrt(den - 4.0 * K * K))
+                K = (2.0 / math.pi) * xp.arcsin(xp.clip(2.0 * K / xp.sqrt(den), -1.0, 1.0))
+        K = w2 * K + b2
+        block[...] = K + w2 * T if want_ntk else K
+
+    def _laplacian(self, Xb, Yb, gamma, block, self_offset, tri):
+        xp = self.xp
+        # sub-blocks so the (rows, cols, d) broadcast stays within working_memory
+        step = max(1, self._block_rows(Yb.shape[0] * Xb.shape[1]))
+        for s in range(0, Xb.shape[0], step):
+            diff = xp.abs(Xb[s : s + step, None, :] - Yb[None, :, :])
+            block[s : s + step] = xp.exp(-gamma * xp.sum(diff, axis=2))
+
+    def _mirror_lower(self, out):
+        n = out.shape[0]
+        rows = self._block_rows(n)
+        for r0 in range(0, n, rows):
+            r1 = min(n, r0 + rows)
+            out[r0:r1, r1:] = out[r1:, r0:r1].T
+            sub = out[r0:r1, r0:r1]
+            il = self.xp.triu_indices(r1 - r0, 1)
+            sub[il] = sub.T[il]
+
+
+def stationary_from_sqdist(xp, code, d2, gamma):
+    """Stationary kernel value from squared Euclidean distance ``d2`` (reference).
+
+    ``code`` 0 is the Gaussian ``exp(-gamma d2)``; 1, 2, 3 are Matérn nu = 1/2, 3/2,
+    5/2 with length scale ``1 / sqrt(2 gamma)`` (so that Matérn tends to the
+    Gaussian of the same ``gamma`` as nu grows).
+    """
+    if code == 0:
+        return xp.exp(-gamma * d2)
+    r = xp.sqrt(d2) * math.sqrt(2.0 * gamma)
+    if code == 1:
+        return xp.exp(-r)
+    if code == 2:
+        t = math.sqrt(3.0) * r
+        return (1.0 + t) * xp.exp(-t)
+    t = math.sqrt(5.0) * r
+    return (1.0 + t + t * t / 3.0) * xp.exp(-t)
+
+
+def nn_row_stats(xp, sqnorm, depth, act, w2, b2, inv_d):
+    """Per-row quantities of the infinite-width network recursion.
+
+    Parameters
+    ----------
+    xp : module
+        Array namespace.
+    sqnorm : array of shape (n,)
+        Squared norms ``|x|^2`` of the inputs.
+    depth : int
+        Number of hidden layers.
+    act : {"relu", "erf"}
+        Activation.
+    w2, b2 : float
+        Weight and bias variances ``w_std**2`` and ``b_std**2``.
+    inv_d : float
+        ``1 / n_features``: the input covariance is ``x.y / d``.
+
+    Returns
+    -------
+    stats : array of shape (n, depth)
+        Per layer ``l``, for the pre-activation variance ``q_l(x)``:
+        ``sqrt(q_l)`` for relu, ``1 + 2 q_l`` for erf.
+    nngp_diag, ntk_diag : arrays of shape (n,)
+        The NNGP and NTK values ``k(x, x)``.
+    """
+    q = sqnorm * inv_d
+    t = xp.zeros_like(q)
+    cols = []
+    for _ in range(depth):
+        q = w2 * q + b2
+        t = q + w2 * t
+        if act == "relu":
+            cols.append(xp.sqrt(q))
+            q, t = q / 2.0, t / 2.0
+        else:
+            cols.append(1.0 + 2.0 * q)
+            t = t * (4.0 / math.pi) / xp.sqrt(1.0 + 4.0 * q)
+            q = (2.0 / math.pi) * xp.arcsin(2.0 * q / (1.0 + 2.0 * q))
+    q = w2 * q + b2
+    t = q + w2 * t
+    stats = xp.stack(cols, axis=1) if cols else xp.zeros((q.shape[0], 0))
+    return stats, q, t

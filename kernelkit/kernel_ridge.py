@@ -1,0 +1,376 @@
+"""Kernel ridge regression and classification on kernelkit kernels and engines.
+
+:class:`NTKRidge` is kernel ridge regression with the infinite-width neural
+tangent kernel: with ``alpha -> 0`` it is the prediction of an infinitely wide
+fully-connected network trained to convergence by gradient flow on the squared
+loss (Jacot et al. 2018; Lee et al. 2019; Arora et al. 2019).
+"""
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin
+from sklearn.preprocessing import LabelBinarizer
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from .backend import get_backend, resolve_backend
+from .kernels import NTK, Kernel, make_kernel
+from .utils._linalg import solve_ridge
+
+
+def _check_alpha(alpha, n_targets):
+    a = np.atleast_1d(np.asarray(alpha, dtype=np.float64) if not isinstance(alpha, str) else alpha)
+    if a.dtype.kind != "f" or a.ndim != 1 or not np.all(np.isfinite(a)) or np.any(a < 0):
+        raise ValueError(f"alpha must be a non-negative finite number or an array of them, "
+                         f"got {alpha!r}.")
+    if a.size not in (1, n_targets):
+        raise ValueError(f"alpha has {a.size} values but y has {n_targets} targets; give one "
+                         "alpha or one per target.")
+    return a if a.size > 1 else float(a[0])
+
+
+class _KernelRidgeBase(BaseEstimator):
+    """Shared solver: dual coefficients of ``(K + alpha I) c = y``; subclasses name the kernel."""
+
+    def _get_kernel(self):
+        return make_kernel(self.kernel, self.gamma, self.degree, self.coef0, self.kernel_params)
+
+    def _precomputed(self):
+        return isinstance(getattr(self, "kernel", None), str) and self.kernel == "precomputed"
+
+    def _kernel_matrix(self, X, Y):
+        """Host float64 ``k(X, Y)`` (``Y`` None: ``k(X, X)``)."""
+        if self._precomputed():
+            return X
+        kernel = self._get_kernel()
+        if not isinstance(kernel, Kernel):
+            return kernel(X, X if Y is None else Y)
+        engine = get_backend(self.backend_)
+        K = engine.pairwise(kernel.spec(X.shape[1]), engine.asarray(X),
+                            None if Y is None else engine.asarray(Y))
+        return np.asarray(engine.to_host(K), dtype=np.float64)
+
+    def _fit_targets(self, X, Y, sample_weight):
+        self.backend_ = resolve_backend(self.backend, X)
+        if self._precomputed() and X.shape[0] != X.shape[1]:
+            raise ValueError(f"kernel='precomputed' needs a square X (the kernel matrix), got "
+                             f"shape {X.shape}.")
+        n_targets = 1 if Y.ndim == 1 else Y.shape[1]
+        alpha = _check_alpha(self.alpha, n_targets)
+        K = self._kernel_matrix(X, None)
+        if sample_weight is not None:
+            sw = np.sqrt(_check_sample_weight(sample_weight, X))
+            K = K * np.outer(sw, sw)
+            Y = Y * (sw if Y.ndim == 1 else sw[:, None])
+        dual = solve_ridge(K, Y, alpha)
+        if sample_weight is not None:
+            dual = dual * (sw if dual.ndim == 1 else sw[:, None])
+        self.dual_coef_ = dual
+        self.X_fit_ = X
+        return self
+
+    def _decision(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        if self._precomputed():
+            return X @ self.dual_coef_
+        kernel = self._get_kernel()
+        if not isinstance(kernel, Kernel):
+            return kernel(X, self.X_fit_) @ self.dual_coef_
+        engine = get_backend(self.backend_)
+        out = engine.matmul(kernel.spec(X.shape[1]), engine.asarray(X),
+                            engine.asarray(self.X_fit_), engine.asarray(self.dual_coef_))
+        return np.asarray(engine.to_host(out))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = self._precomputed()
+        return tags
+
+
+_KERNEL_PARAMS_DOC = """
+    kernel : str, Kernel or callable, default="rbf"
+        A name ({names}), a :class:`kernelkit.kernels.Kernel`, ``"precomputed"``
+        (``X`` is then the kernel matrix), or a callable ``f(X, Y) -> (n_X, n_Y)``
+        evaluated on the host. A Kernel object's parameters are tunable as
+        ``kernel__<name>`` in a grid search.
+    gamma : float, default=None
+        Kernel scale for rbf, laplacian, matern and polynomial; None means ``1 / n_features``.
+    degree : float, default=3
+        Degree of the polynomial kernel.
+    coef0 : float, default=1
+        Constant term of the polynomial kernel.
+    kernel_params : dict, default=None
+        Further parameters of the named kernel (e.g. ``{{"nu": 2.5}}`` for matern,
+        ``{{"depth": 3}}`` for ntk) or of the callable."""
+
+_NTK_PARAMS_DOC = """
+    depth : int >= 1, default=1
+        Number of hidden layers of the infinitely wide network.
+    activation : {"relu", "erf"}, default="relu"
+    w_std : float > 0, default=1.0
+        Weight standard deviation (NTK parameterization).
+    b_std : float >= 0 or None, default=None
+        Bias standard deviation; None means no bias."""
+
+_COMMON_DOC = """
+    backend : {"auto", "numpy", "numba", "cupy"} or None, default=None
+        Compute engine for the kernel; None follows :func:`kernelkit.set_config`.
+        Resolved in ``fit`` into ``backend_``."""
+
+
+class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
+    """Kernel ridge regression computed by kernelkit engines.
+
+    Minimises ``||y - K c||^2_W + alpha c^T K c``: the dual coefficients solve
+    ``(K + alpha I) c = y`` (Cholesky in float64; minimum-norm eigen-solution with a
+    warning when singular). Same model as :class:`sklearn.kernel_ridge.KernelRidge`;
+    predictions are computed blockwise (``working_memory``), never forming the
+    full test kernel matrix.
+
+    Parameters
+    ----------
+    alpha : float >= 0 or array of shape (n_targets,), default=1.0
+        Ridge penalty; 0 gives the kernel interpolant.
+    {kernel}
+    {common}
+
+    Attributes
+    ----------
+    dual_coef_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
+    X_fit_ : ndarray of shape (n_samples, n_features)
+        Training inputs (the kernel centers), float64.
+    backend_ : str
+        The engine used.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Only when ``X`` has string column names.
+
+    Raises
+    ------
+    ValueError
+        In ``fit``: NaN/inf, fewer than 2 samples, negative ``alpha``, unknown kernel
+        or backend, invalid kernel parameters.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelkit import KernelRidge
+    >>> X = np.linspace(0, 1, 20)[:, None]; y = np.sin(4 * X[:, 0])
+    >>> KernelRidge(alpha=1e-3, kernel="rbf", gamma=10.0).fit(X, y).predict(X[:2]).shape
+    (2,)
+    """
+
+    def __init__(self, alpha=1.0, *, kernel="rbf", gamma=None, degree=3, coef0=1,
+                 kernel_params=None, backend=None):
+        self.alpha = alpha
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.backend = backend
+
+    def fit(self, X, y, sample_weight=None):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training data (the kernel matrix when ``kernel="precomputed"``).
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        self : object
+        """
+        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=np.float64,
+                             ensure_min_samples=2)
+        return self._fit_targets(X, y, sample_weight)
+
+    def predict(self, X):
+        """Predict ``k(X, X_fit_) @ dual_coef_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,) or (n_samples, n_targets), float64
+        """
+        return self._decision(X)
+
+
+class _ClassifierMixin(ClassifierMixin):
+    """One-vs-all ridge classification on {-1, +1} targets (as ``RidgeClassifier``)."""
+
+    def fit(self, X, y, sample_weight=None):
+        """Fit one-vs-all ridge regressions on {-1, +1} encoded classes.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Class labels of any type.
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        self : object
+        """
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
+        check_classification_targets(y)
+        self._label_binarizer = LabelBinarizer(pos_label=1, neg_label=-1)
+        Y = self._label_binarizer.fit_transform(y).astype(np.float64)
+        self.classes_ = self._label_binarizer.classes_
+        return self._fit_targets(X, Y, sample_weight)
+
+    def decision_function(self, X):
+        """Per-class scores; positive means the class is predicted.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,) for two classes, else (n_samples, n_classes)
+        """
+        scores = self._decision(X)
+        return scores[:, 0] if scores.shape[1] == 1 else scores
+
+    def predict(self, X):
+        """Predicted class labels.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+        """
+        scores = self.decision_function(X)
+        idx = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
+        return self.classes_[idx]
+
+
+class KernelRidgeClassifier(_ClassifierMixin, _KernelRidgeBase):
+    """Kernel ridge classifier: one-vs-all kernel ridge on {-1, +1} targets.
+
+    The kernel analogue of :class:`sklearn.linear_model.RidgeClassifier`.
+
+    Parameters
+    ----------
+    alpha : float >= 0, default=1.0
+    {kernel}
+    {common}
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    dual_coef_ : ndarray of shape (n_samples, n_classes) (one column for two classes)
+    X_fit_ : ndarray of shape (n_samples, n_features)
+    backend_ : str
+    n_features_in_ : int
+    """
+
+    __init__ = KernelRidge.__init__
+
+
+class NTKRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
+    """Kernel ridge regression with the infinite-width neural tangent kernel.
+
+    Fits ``(Theta + alpha I) c = y`` with ``Theta`` the NTK of
+    ``[Dense(w_std, b_std), activation] * depth + Dense(w_std, b_std)`` (see
+    :class:`kernelkit.kernels.NTK`). With ``alpha = 0`` the prediction is the
+    infinite-width network trained to convergence by gradient flow (Jacot et
+    al., NeurIPS 2018; Lee et al., NeurIPS 2019; Arora et al., NeurIPS 2019).
+
+    Parameters
+    ----------
+    alpha : float >= 0 or array of shape (n_targets,), default=1.0
+        Ridge penalty.
+    {ntk}
+    {common}
+
+    Attributes
+    ----------
+    dual_coef_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
+    X_fit_ : ndarray of shape (n_samples, n_features)
+    backend_ : str
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+
+    Raises
+    ------
+    ValueError
+        In ``fit``: NaN/inf, fewer than 2 samples, negative ``alpha``,
+        ``depth < 1``, unknown ``activation`` or backend.
+
+    Examples
+    --------
+    >>> from sklearn.compose import TransformedTargetRegressor
+    >>> from sklearn.datasets import load_diabetes
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import StandardScaler
+    >>> from kernelkit import NTKRidge
+    >>> X, y = load_diabetes(return_X_y=True)
+    >>> model = TransformedTargetRegressor(make_pipeline(StandardScaler(), NTKRidge(alpha=1.0)),
+    ...                                    transformer=StandardScaler())
+    >>> model.fit(X[:300], y[:300]).score(X[300:], y[300:]) > 0.3
+    True
+    """
+
+    kernel = "ntk"
+
+    def __init__(self, alpha=1.0, *, depth=1, activation="relu", w_std=1.0, b_std=None,
+                 backend=None):
+        self.alpha = alpha
+        self.depth = depth
+        self.activation = activation
+        self.w_std = w_std
+        self.b_std = b_std
+        self.backend = backend
+
+    def _get_kernel(self):
+        return NTK(depth=self.depth, activation=self.activation, w_std=self.w_std,
+                   b_std=self.b_std)
+
+    fit = KernelRidge.fit
+    predict = KernelRidge.predict
+
+
+class NTKRidgeClassifier(_ClassifierMixin, _KernelRidgeBase):
+    """NTK kernel ridge classifier: one-vs-all on {-1, +1} targets.
+
+    As :class:`NTKRidge` on the {-1, +1} encoding of the classes (as
+    :class:`sklearn.linear_model.RidgeClassifier` encodes them).
+
+    Parameters
+    ----------
+    alpha : float >= 0, default=1.0
+    {ntk}
+    {common}
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    dual_coef_ : ndarray of shape (n_samples, n_classes) (one column for two classes)
+    X_fit_ : ndarray of shape (n_samples, n_features)
+    backend_ : str
+    n_features_in_ : int
+    """
+
+    kernel = "ntk"
+    __init__ = NTKRidge.__init__
+    _get_kernel = NTKRidge._get_kernel
+
+
+_names = "rbf, laplacian, matern, polynomial, linear, cosine, ntk, nngp"
+for _cls in (KernelRidge, KernelRidgeClassifier, NTKRidge, NTKRidgeClassifier):
+    for _key, _text in (("{kernel}", _KERNEL_PARAMS_DOC.format(names=_names)),
+                        ("{ntk}", _NTK_PARAMS_DOC), ("{common}", _COMMON_DOC)):
+        _cls.__doc__ = _cls.__doc__.replace(_key, _text.strip())
+del _cls, _names, _key, _text

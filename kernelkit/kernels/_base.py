@@ -1,0 +1,126 @@
+"""The Kernel base class: a scikit-learn GP kernel evaluated by kernelkit engines."""
+
+import numpy as np
+from sklearn.gaussian_process.kernels import Hyperparameter
+from sklearn.gaussian_process.kernels import Kernel as _GPKernel
+
+from ..backend import KernelSpec, get_backend, is_cupy_array
+from ..utils._validation import check_input, check_pair
+
+
+class Kernel(_GPKernel):
+    """Base class of kernelkit kernels.
+
+    A kernelkit kernel is at once
+
+    * a callable ``k(X, Y=None)`` returning the ``(n_X, n_Y)`` kernel matrix, so it
+      works as ``SVC(kernel=k)`` or in :func:`sklearn.metrics.pairwise.pairwise_kernels`;
+    * a :class:`sklearn.gaussian_process.kernels.Kernel` (``diag``,
+      ``is_stationary``, ``+``/``*`` composition, e.g. ``k + WhiteKernel()``) whose
+      hyperparameters are fixed (no gradient is provided, so a GP optimiser
+      leaves them alone and tunes only the kernels it is composed with);
+    * an estimator parameter whose own parameters are tunable as ``kernel__<name>``.
+
+    Evaluation goes through the engine of :func:`kernelkit.get_config`'s
+    ``backend`` (see :mod:`kernelkit.backend`). Subclasses define ``_spec``.
+    """
+
+    _stationary = False
+
+    def _spec(self, n_features):
+        """Validated :class:`~kernelkit.backend.KernelSpec` for ``n_features`` inputs."""
+        raise NotImplementedError
+
+    def spec(self, n_features):
+        """The engine-level description of this kernel for ``n_features`` features.
+
+        Raises
+        ------
+        ValueError
+            If a parameter is invalid (the message names it).
+        """
+        return self._spec(int(n_features))
+
+    @property
+    def hyperparameters(self):
+        """Fixed hyperparameters, one per numeric constructor parameter."""
+        return [Hyperparameter(k, "numeric", "fixed") for k, v in self.get_params().items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+    def __call__(self, X, Y=None, eval_gradient=False):
+        """Kernel matrix ``k(X, Y)``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_X, n_features)
+        Y : array-like of shape (n_Y, n_features), default=None
+            None means ``Y = X`` (computed faster, exactly symmetric).
+        eval_gradient : bool, default=False
+            For the GP interface: also return the gradient with respect to the
+            (empty) free hyperparameters, of shape ``(n_X, n_X, 0)``. Only with ``Y=None``.
+
+        Returns
+        -------
+        K : ndarray of shape (n_X, n_Y)
+            float32 for float32 inputs, else float64; a CuPy array for CuPy inputs.
+        K_gradient : ndarray of shape (n_X, n_X, 0)
+            Only when ``eval_gradient`` is True.
+
+        Raises
+        ------
+        ValueError
+            On NaN/inf, empty or non-2-D input, mismatched feature counts, an
+            invalid kernel parameter, or an unusable configured backend.
+        """
+        X, Y = check_pair(X, Y)
+        if eval_gradient and Y is not None:
+            raise ValueError("eval_gradient=True requires Y=None (as in scikit-learn GP kernels).")
+        spec = self.spec(X.shape[1])
+        engine = get_backend(None, X, Y)
+        K = engine.pairwise(spec, engine.asarray(X), None if Y is None else engine.asarray(Y))
+        K = K if is_cupy_array(X) else engine.to_host(K)
+        if eval_gradient:
+            return K, np.empty((X.shape[0], X.shape[0], 0))
+        return K
+
+    def diag(self, X):
+        """The diagonal ``k(x_i, x_i)``, as ``np.diag(k(X))`` but in O(n) time.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        K_diag : ndarray of shape (n_samples,), float64
+        """
+        X = check_input(X)
+        engine = get_backend(None, X)
+        d = engine.diag(self.spec(X.shape[1]), engine.asarray(X))
+        return d if is_cupy_array(X) else engine.to_host(d)
+
+    def is_stationary(self):
+        """Whether ``k(x, y)`` depends on ``x - y`` only."""
+        return self._stationary
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+
+class _CallableKernel:
+    """A user callable or foreign kernel evaluated on the host (no engine)."""
+
+    def __init__(self, func, params):
+        self.func, self.params = func, params
+
+    def __call__(self, X, Y):
+        K = np.asarray(self.func(X, Y, **self.params), dtype=np.float64)
+        if K.shape != (X.shape[0], Y.shape[0]):
+            raise ValueError(f"kernel callable returned shape {K.shape}, expected "
+                             f"{(X.shape[0], Y.shape[0])}.")
+        if not np.all(np.isfinite(K)):
+            raise ValueError("kernel callable returned NaN or infinite values.")
+        return K
+
+

@@ -1,0 +1,1 @@
+"""Validation and numerical helpers shared by kernelkit modules."""

@@ -1,0 +1,30 @@
+import numpy as np
+import pytest
+
+from kernelkit.backend import available_backends
+from kernelkit.backend._cupy import CupyBackend
+from kernelkit.backend._numba import NumbaBackend
+from kernelkit.backend._numpy import NumpyBackend
+
+
+def _engines():
+    """Every engine testable here; the CuPy engine's array code runs on NumPy without a GPU."""
+    engines = {"numpy": NumpyBackend, "numba": NumbaBackend,
+               "cupy-on-numpy": lambda: CupyBackend(xp=np)}
+    if "cupy" in available_backends():
+        engines["cupy"] = CupyBackend
+    return engines
+
+
+ENGINES = _engines()
+
+
+@pytest.fixture(params=sorted(ENGINES))
+def engine(request):
+    """An engine instance, for comparison with the NumPy reference."""
+    return ENGINES[request.param]()
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)

@@ -1,0 +1,215 @@
+"""Kernel values against closed forms, scikit-learn, neural-tangents and finite networks."""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process.kernels import Matern as SkMatern
+from sklearn.gaussian_process.kernels import WhiteKernel
+from sklearn.metrics import pairwise
+from sklearn.svm import SVC
+
+import kernelkit
+from kernelkit.kernels import NNGP, NTK, RBF, Cosine, Laplacian, Linear, Matern, Polynomial
+
+NT_REFERENCE = Path(__file__).parent / "data" / "neural_tangents_reference.npz"
+NT_ARCHS = {
+    "relu_d1": dict(depth=1, activation="relu", w_std=1.0, b_std=None),
+    "relu_d3_b": dict(depth=3, activation="relu", w_std=1.5, b_std=0.1),
+    "relu_d2_b05": dict(depth=2, activation="relu", w_std=2.0**0.5, b_std=0.5),
+    "erf_d1": dict(depth=1, activation="erf", w_std=1.0, b_std=None),
+    "erf_d2_b": dict(depth=2, activation="erf", w_std=1.2, b_std=0.3),
+}
+BACKENDS = ["numpy", "numba"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    with kernelkit.config_context(backend=request.param, working_memory=0.05):
+        yield request.param
+
+
+def _data(rng, n=40, m=30, d=6):
+    return rng.standard_normal((n, d)), rng.standard_normal((m, d))
+
+
+@pytest.mark.parametrize("kernel, reference", [
+    (RBF(0.3), lambda X, Y: pairwise.rbf_kernel(X, Y, gamma=0.3)),
+    (RBF(), lambda X, Y: pairwise.rbf_kernel(X, Y)),
+    (Laplacian(0.2), lambda X, Y: pairwise.laplacian_kernel(X, Y, gamma=0.2)),
+    (Polynomial(0.5, 3, 1.0), lambda X, Y: pairwise.polynomial_kernel(X, Y, 3, 0.5, 1.0)),
+    (Polynomial(), lambda X, Y: pairwise.polynomial_kernel(X, Y)),
+    (Linear(), pairwise.linear_kernel),
+    (Cosine(), pairwise.cosine_similarity),
+] + [(Matern(0.4, nu), lambda X, Y, nu=nu: SkMatern(length_scale=1 / math.sqrt(0.8), nu=nu)(X, Y))
+     for nu in (0.5, 1.5, 2.5)])
+def test_kernels_match_sklearn(kernel, reference, backend, rng):
+    X, Y = _data(rng)
+    assert_allclose(kernel(X, Y), reference(X, Y), rtol=1e-12, atol=1e-14)
+    assert_allclose(kernel(X), reference(X, X), rtol=1e-12, atol=1e-14)
+    assert_allclose(kernel.diag(X), np.diag(reference(X, X)), rtol=1e-12, atol=1e-14)
+
+
+def test_matern_closed_form_by_hand(rng):
+    X, Y = _data(rng, 5, 4, 3)
+    gamma = 0.7
+    r = np.sqrt(((X[:, None, :] - Y[None, :, :]) ** 2).sum(-1)) * np.sqrt(2 * gamma)
+    assert_allclose(Matern(gamma, 0.5)(X, Y), np.exp(-r), rtol=1e-13)
+    t = np.sqrt(5) * r
+    assert_allclose(Matern(gamma, 2.5)(X, Y), (1 + t + t**2 / 3) * np.exp(-t), rtol=1e-13)
+
+
+def _arccos_ntk_depth1(X, Y):
+    """Depth-1 relu NTK, no bias, written out from the arc-cosine kernel (Cho & Saul 2009)."""
+    d = X.shape[1]
+    nx, ny = np.linalg.norm(X, axis=1), np.linalg.norm(Y, axis=1)
+    cos = np.clip((X @ Y.T) / np.outer(nx, ny), -1, 1)
+    theta = np.arccos(cos)
+    k0 = X @ Y.T / d
+    k1 = np.outer(nx, ny) / d / (2 * np.pi) * (np.sin(theta) + (np.pi - theta) * cos)
+    return k1 + k0 * (np.pi - theta) / (2 * np.pi), k1
+
+
+def test_ntk_depth1_arccos_formula(backend, rng):
+    X, Y = _data(rng)
+    ntk, nngp = _arccos_ntk_depth1(X, Y)
+    assert_allclose(NTK(depth=1)(X, Y), ntk, rtol=1e-12)
+    assert_allclose(NNGP(depth=1)(X, Y), nngp, rtol=1e-12)
+
+
+@pytest.mark.parametrize("arch", sorted(NT_ARCHS))
+@pytest.mark.parametrize("cls, key", [(NTK, "ntk"), (NNGP, "nngp")])
+def test_neural_kernels_equal_neural_tangents(arch, cls, key, backend):
+    """Values of neural-tangents 0.6.5 (stax, NTK parameterization), stored by
+    tests/data/make_neural_tangents_reference.py; rows include a zero row, a row
+    parallel to another and a near-duplicate."""
+    ref = np.load(NT_REFERENCE)
+    k = cls(**NT_ARCHS[arch])
+    assert_allclose(k(ref["X"], ref["Y"]), ref[f"{key}_xy_{arch}"], rtol=1e-12, atol=1e-15)
+    assert_allclose(k(ref["X"]), ref[f"{key}_xx_{arch}"], rtol=1e-9, atol=1e-15)
+    assert_allclose(k.diag(ref["X"]), np.diag(ref[f"{key}_xx_{arch}"]), rtol=1e-12, atol=1e-15)
+
+
+def _finite_network_kernels(X, depth, activation, w_std, b_std, width, seed):
+    """Empirical NNGP (last-layer covariance) and NTK (sum of parameter-gradient
+    inner products) of one random finite network in the NTK parameterization."""
+    rng = np.random.default_rng(seed)
+    phi = np.maximum if activation == "relu" else None
+    b_std = b_std or 0.0
+    act = (lambda h: np.maximum(h, 0)) if phi else (lambda h: np.vectorize(math.erf)(h))
+    dact = (lambda h: (h > 0).astype(float)) if phi else (
+        lambda h: 2 / np.sqrt(np.pi) * np.exp(-h * h))
+    a, hs, acts, Ws = X.T, [], [X.T], []
+    for _ in range(depth):
+        W = rng.standard_normal((width, a.shape[0]))
+        h = w_std * W @ a / np.sqrt(a.shape[0]) + b_std * rng.standard_normal((width, 1))
+        a = act(h)
+        Ws.append(W)
+        hs.append(h)
+        acts.append(a)
+    v = rng.standard_normal((1, width))
+    nngp = w_std**2 * (a.T @ a) / width + b_std**2
+    # backprop delta_l = df/dh_l for every input (columns)
+    ntk = w_std**2 * (a.T @ a) / width + b_std**2  # readout weights and bias
+    delta = dact(hs[-1]) * (w_std * v.T / np.sqrt(width))
+    for layer in range(depth - 1, -1, -1):
+        inp = acts[layer]
+        ntk += (w_std**2 / inp.shape[0]) * (inp.T @ inp) * (delta.T @ delta)
+        ntk += b_std**2 * (delta.T @ delta)
+        if layer > 0:
+            delta = dact(hs[layer - 1]) * (w_std * Ws[layer].T @ delta / np.sqrt(width))
+    return nngp, ntk
+
+
+@pytest.mark.parametrize("depth, activation, w_std, b_std",
+                         [(1, "relu", 1.0, None), (2, "relu", 1.4, 0.2), (2, "erf", 1.0, 0.1)])
+def test_neural_kernels_match_wide_finite_networks(depth, activation, w_std, b_std, rng):
+    """Jacot et al. 2018: the empirical NTK/NNGP of a wide network concentrate on the
+    limit, with fluctuations O(1/sqrt(width))."""
+    X = rng.standard_normal((5, 4))
+    width, seeds = 2048, 4
+    runs = [_finite_network_kernels(X, depth, activation, w_std, b_std, width, s)
+            for s in range(seeds)]
+    nngp_mc = np.mean([r[0] for r in runs], axis=0)
+    ntk_mc = np.mean([r[1] for r in runs], axis=0)
+    kw = dict(depth=depth, activation=activation, w_std=w_std, b_std=b_std)
+    ntk, nngp = NTK(**kw)(X), NNGP(**kw)(X)
+    scale_ntk, scale_nngp = np.abs(ntk).max(), np.abs(nngp).max()
+    # sampling error ~ 1/sqrt(width * seeds) ~ 1% of the scale; 5% leaves no flake room.
+    assert np.abs(ntk_mc - ntk).max() < 0.05 * scale_ntk
+    assert np.abs(nngp_mc - nngp).max() < 0.05 * scale_nngp
+    # and the estimate is informative: a wrong depth is far outside that band
+    wrong = NTK(**{**kw, "depth": depth + 1})(X)
+    assert np.abs(ntk_mc - wrong).max() > 0.05 * scale_ntk
+
+
+def test_zero_and_parallel_rows(backend):
+    X = np.array([[0.0, 0.0, 0.0], [1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [-1.0, -2.0, -3.0]])
+    for k in (NTK(depth=3), NNGP(depth=2), Cosine(), NTK(depth=2, activation="erf")):
+        K = k(X)
+        assert np.all(np.isfinite(K))
+    K = NTK(depth=2)(X)
+    assert_allclose(K[0], 0.0, atol=0)  # no bias: the zero input maps to zero
+    # relu without bias is positively homogeneous of degree 1 in each argument
+    assert_allclose(K[2, 2], 4 * K[1, 1], rtol=1e-14)
+    assert_allclose(K[1, 2], 2 * K[1, 1], rtol=1e-14)
+    cos = Cosine()(X)
+    assert_allclose(cos[1:, 1:], [[1, 1, -1], [1, 1, -1], [-1, -1, 1]], atol=0)
+    assert_allclose(cos[0], 0.0, atol=0)
+    # the parallel pair sits exactly at angle 0: relu NNGP = q/2 per layer
+    nngp = NNGP(depth=1)(X)
+    assert_allclose(nngp[1, 2], np.sqrt(14 / 3 * 56 / 3) / 2, rtol=1e-14)
+
+
+@pytest.mark.parametrize("kernel", [RBF(0.5), Matern(0.5, 0.5), Laplacian(0.5)])
+def test_float32_far_from_origin_keeps_distances(kernel, backend):
+    X = (1e4 + np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]])).astype(np.float32)
+    K = kernel(X)
+    assert K.dtype == np.float32
+    ref = kernel(X.astype(np.float64) - 1e4)
+    assert_allclose(K, ref, rtol=1e-6)
+    assert K[0, 1] < 0.99  # no cancellation to distance zero
+
+
+def test_float64_offset_near_duplicates_are_exact(backend):
+    X = 1e8 + np.array([[0.0, 0.0], [1e-3, 0.0]])
+    K = Matern(0.5, 0.5)(X, X[::-1].copy())
+    assert_allclose(K[0, 0], math.exp(-1e-3), rtol=1e-9)
+
+
+def test_gp_kernel_interface(rng):
+    X = rng.standard_normal((30, 3))
+    y = np.sin(X[:, 0])
+    k = RBF(0.5)
+    assert k.is_stationary() and not NTK().is_stationary()
+    assert k.n_dims == 0 and k.hyperparameters[0].fixed
+    gp = GaussianProcessRegressor(NTK(depth=2) + WhiteKernel(0.1), random_state=0).fit(X, y)
+    assert gp.kernel_.k2.noise_level != 0.1  # the white noise was optimised, NTK kept fixed
+    assert gp.kernel_.k1 == NTK(depth=2)
+    ref = GaussianProcessRegressor(NTK(depth=2) + WhiteKernel(gp.kernel_.k2.noise_level,
+                                   "fixed"), optimizer=None).fit(X, y)
+    assert_allclose(gp.predict(X), ref.predict(X), rtol=1e-10)
+    mean, std = gp.predict(X[:3], return_std=True)
+    assert np.all(std > 0)
+
+
+def test_svc_with_kernel_object(rng):
+    X = rng.standard_normal((60, 3))
+    y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    a = SVC(kernel=RBF(0.5)).fit(X, y).decision_function(X)
+    b = SVC(kernel="rbf", gamma=0.5).fit(X, y).decision_function(X)
+    assert_allclose(a, b, rtol=1e-6, atol=1e-8)
+
+
+def test_callable_returns_input_dtype_and_does_not_modify(rng):
+    X = rng.standard_normal((10, 3))
+    X32 = X.astype(np.float32)
+    before = X32.copy()
+    assert RBF()(X32).dtype == np.float32
+    assert RBF()(X).dtype == np.float64
+    assert NTK()(X32, X).dtype == np.float64
+    assert NTK()(rng.integers(0, 5, (4, 2))).dtype == np.float64
+    np.testing.assert_array_equal(X32, before)
