@@ -28,6 +28,8 @@ DOT_CODES = {"linear": 0, "polynomial": 1, "cosine": 2}
 ACTIVATION_CODES = {"relu": 0, "erf": 1}
 # d2 below this fraction of |x|^2 + |y|^2 is recomputed exactly from the coordinates
 CANCELLATION = 1e-4
+# relu pairs with defect below this fraction of p take their angle from the defect
+NEAR_PARALLEL = 1e-2
 
 
 class ArrayBackend:
@@ -71,7 +73,8 @@ class ArrayBackend:
         """Kernel matrix ``k(X, Y)`` (``k(X, X)`` when ``Y`` is None).
 
         float32 when ``X`` (and ``Y``) are float32, else float64. Memory beyond the
-        output: one float64 block of at most ``working_memory`` MiB (none for float64).
+        output: float64 scratch blocks of at most ``working_memory`` MiB in all (none
+        for float64 output, which is computed in place).
         """
         xp = self.xp
         out_dtype = self._out_dtype(X, Y)
@@ -80,17 +83,17 @@ class ArrayBackend:
         out = xp.empty((n, m), dtype=out_dtype)
         tri = Y is None and self.triangular
         direct = out_dtype == xp.float64
-        rows = self._block_rows(m)
-        buf = None if direct else xp.empty((min(rows, n), m), dtype=xp.float64)
-        for r0 in range(0, n, rows):
-            r1 = min(n, r0 + rows)
+
+        def job(r0, r1, scratch):
             ncols = r1 if tri else m
-            block = out[r0:r1, :ncols] if direct else buf[: r1 - r0, :ncols]
-            self._fill(spec, ctx, r0, r1, block, self_offset=r0 if Y is None else -1, tri=tri)
-            if not direct:
-                out[r0:r1, :ncols] = block
-        if tri:
-            self._mirror_lower(out)
+            dst = out[r0:r1, :ncols]
+            block = dst if direct else scratch[: r1 - r0, :ncols]
+            self._fill(spec, ctx, r0, r1, block, self_offset=r0 if Y is None else -1, tri=tri,
+                       dst=dst)
+            if tri:
+                self._mirror_rows(out, r0, r1)
+
+        self._map_blocks(job, n, m, scratch=not direct)
         return out
 
     def pairwise_chunked(self, spec, X, Y=None):
@@ -100,7 +103,7 @@ class ArrayBackend:
         """
         ctx = self._prepare(spec, X, Y)
         n, m = ctx["X"].shape[0], ctx["Y"].shape[0]
-        rows = self._block_rows(m)
+        rows = self._budget_rows(m)
         for r0 in range(0, n, rows):
             r1 = min(n, r0 + rows)
             block = self.xp.empty((r1 - r0, m), dtype=self.xp.float64)
@@ -108,16 +111,23 @@ class ArrayBackend:
             yield r0, block
 
     def matmul(self, spec, X, Y, W):
-        """``k(X, Y) @ W`` in float64, never holding more than one block of ``k``.
+        """``k(X, Y) @ W`` in float64, never holding more than ``working_memory`` of ``k``.
 
         ``W`` has shape ``(n_Y,)`` or ``(n_Y, k)``; the result has shape
         ``(n_X,)`` or ``(n_X, k)``.
         """
         xp = self.xp
         W = xp.asarray(W, dtype=xp.float64)
-        out = xp.empty((X.shape[0],) + tuple(W.shape[1:]), dtype=xp.float64)
-        for r0, block in self.pairwise_chunked(spec, X, Y):
-            out[r0 : r0 + block.shape[0]] = block @ W
+        ctx = self._prepare(spec, X, Y)
+        n, m = ctx["X"].shape[0], ctx["Y"].shape[0]
+        out = xp.empty((n,) + tuple(W.shape[1:]), dtype=xp.float64)
+
+        def job(r0, r1, scratch):
+            block = scratch[: r1 - r0]
+            self._fill(spec, ctx, r0, r1, block, self_offset=r0 if Y is None else -1, tri=False)
+            out[r0:r1] = block @ W
+
+        self._map_blocks(job, n, m, scratch=True)
         return out
 
     def diag(self, spec, X):
@@ -146,9 +156,21 @@ class ArrayBackend:
             return xp.float32
         return xp.float64
 
-    def _block_rows(self, ncols):
+    def _budget_rows(self, ncols):
+        """Rows of a float64 block of ``ncols`` columns that fit in ``working_memory``."""
         budget = get_config()["working_memory"] * 2**20
         return max(1, int(budget // (8 * max(1, ncols))))
+
+    def _map_blocks(self, job, n, ncols, scratch):
+        """Run ``job(r0, r1, scratch)`` over row blocks covering ``0:n``.
+
+        The reference runs them in order with one shared float64 scratch block
+        (None when ``scratch`` is False); engines may run them concurrently.
+        """
+        rows = self._budget_rows(ncols)
+        buf = self.xp.empty((min(rows, n), ncols), dtype=self.xp.float64) if scratch else None
+        for r0 in range(0, n, rows):
+            job(r0, min(n, r0 + rows), buf)
 
     def _prepare(self, spec, X, Y):
         """float64 copies (centered for distance kernels) and per-row statistics."""
@@ -187,19 +209,23 @@ class ArrayBackend:
         ctx["sy"] = ctx["sx"] if Y is None else stats(Yf)
         return ctx
 
-    def _fill(self, spec, ctx, r0, r1, block, self_offset, tri):
-        """Write kernel rows ``r0:r1`` (columns ``:block.shape[1]``) into float64 ``block``.
+    def _fill(self, spec, ctx, r0, r1, block, self_offset, tri, dst=None):
+        """Kernel rows ``r0:r1`` (columns ``:block.shape[1]``) into ``dst`` (default ``block``).
+
+        ``block`` is float64 scratch for the Gram product; ``dst`` (same shape, any
+        float dtype, may be ``block`` itself) receives the kernel values.
 
         ``self_offset`` >= 0 means X is Y and row ``i`` of the block is the point
         ``self_offset + i``: its self-pair is set exactly (distance 0, cosine 1).
         ``tri`` means only columns ``j <= self_offset + i`` need be correct.
         """
         name, p = spec
+        dst = block if dst is None else dst
         Xb = ctx["X"][r0:r1]
         ncols = block.shape[1]
         Yb = ctx["Y"][:ncols]
         if name == "laplacian":
-            self._laplacian(Xb, Yb, p[0], block, self_offset, tri)
+            self._laplacian(Xb, Yb, p[0], dst, self_offset, tri)
             return
         self.xp.matmul(Xb, Yb.T, out=block)
         sx = None if ctx["sx"] is None else ctx["sx"][r0:r1]
@@ -207,14 +233,15 @@ class ArrayBackend:
         if name in DISTANCE_KERNELS:
             nu = None if name == "rbf" else p[1]
             code = STATIONARY_CODES[(name, nu)]
-            self._stationary(code, block, sx, sy, p[0], self_offset, tri, Xb, Yb)
+            self._stationary(code, block, dst, sx, sy, p[0], self_offset, tri, Xb, Yb)
         elif name in DOT_KERNELS:
             gamma, degree, coef0 = p if name == "polynomial" else (1.0, 1.0, 0.0)
-            self._dot(DOT_CODES[name], block, sx, sy, gamma, degree, coef0, self_offset, tri)
+            self._dot(DOT_CODES[name], block, dst, sx, sy, gamma, degree, coef0, self_offset,
+                      tri)
         else:
             depth, act, w2, b2 = p
-            self._nn(block, sx, sy, int(depth), ACTIVATION_CODES[act], w2, b2,
-                     1.0 / ctx["X"].shape[1], name == "ntk", self_offset, tri)
+            self._nn(block, dst, sx, sy, int(depth), ACTIVATION_CODES[act], w2, b2,
+                     1.0 / ctx["X"].shape[1], name == "ntk", self_offset, tri, Xb, Yb)
 
     # ------------------------------------------------ reference finishers (xp)
     def _self_pairs(self, block, self_offset):
@@ -224,7 +251,7 @@ class ArrayBackend:
         rows = xp.arange(max(0, min(nb, m - self_offset)))
         return rows, rows + self_offset
 
-    def _stationary(self, code, block, sx, sy, gamma, self_offset, tri, Xb, Yb):
+    def _stationary(self, code, block, dst, sx, sy, gamma, self_offset, tri, Xb, Yb):
         xp = self.xp
         d2 = sx[:, None] + sy[None, :] - 2.0 * block
         # Where |x|^2 + |y|^2 - 2 x.y cancels (near-duplicate points), recompute the
@@ -233,62 +260,74 @@ class ArrayBackend:
         d2[i, j] = xp.sum((Xb[i] - Yb[j]) ** 2, axis=1)
         if self_offset >= 0:
             d2[self._self_pairs(block, self_offset)] = 0.0
-        block[...] = stationary_from_sqdist(xp, code, d2, gamma)
+        dst[...] = stationary_from_sqdist(xp, code, d2, gamma)
 
-    def _dot(self, code, block, sx, sy, gamma, degree, coef0, self_offset, tri):
+    def _dot(self, code, block, dst, sx, sy, gamma, degree, coef0, self_offset, tri):
         xp = self.xp
-        if code == 1:
-            block[...] = (gamma * block + coef0) ** degree
+        if code == 0 and dst is not block:
+            dst[...] = block
+        elif code == 1:
+            dst[...] = (gamma * block + coef0) ** degree
         elif code == 2:
             norm = sx[:, None] * sy[None, :]
             cos = xp.where(norm > 0, block / xp.where(norm > 0, norm, 1.0), 0.0)
-            block[...] = xp.clip(cos, -1.0, 1.0)
+            dst[...] = xp.clip(cos, -1.0, 1.0)
             if self_offset >= 0:
                 rows, cols = self._self_pairs(block, self_offset)
-                block[rows, cols] = xp.where(sx[rows] > 0, 1.0, 0.0)
+                dst[rows, cols] = xp.where(sx[rows] > 0, 1.0, 0.0)
 
-    def _nn(self, block, sx, sy, depth, act, w2, b2, inv_d, want_ntk, self_offset, tri):
+    def _nn(self, block, dst, sx, sy, depth, act, w2, b2, inv_d, want_ntk, self_offset, tri, Xb, Yb):
         xp = self.xp
         K = block * inv_d
         T = xp.zeros_like(K)
-        pairs = self._self_pairs(block, self_offset) if self_offset >= 0 else None
-        for layer in range(depth):
-            K = w2 * K + b2
-            T = K + w2 * T
+        if act == 0:
+            D = self._input_defect(K, sx[:, 0], sy[:, 0], self_offset, Xb, Yb)
+        for layer in range(1, depth + 1):
             a, b = sx[:, layer][:, None], sy[:, layer][None, :]
+            K_new = w2 * K + b2
+            if act == 0:
+                r2 = 1.0 if layer == 1 else math.sqrt(0.5)
+                sa, sb = sx[:, layer - 1][:, None] * r2, sy[:, layer - 1][None, :] * r2
+                D = affine_defect(K, D, sa, sb, w2, b2, a * b, K_new)
+            K = K_new
+            T = K + w2 * T
             if act == 0:  # relu: arc-cosine kernel of degree 1 (Cho & Saul 2009)
-                prod = a * b
-                cos = xp.where(prod > 0, K / xp.where(prod > 0, prod, 1.0), 0.0)
-                cos = xp.clip(cos, -1.0, 1.0)
-                if pairs is not None:  # a self-pair is at angle 0 exactly
-                    cos[pairs] = xp.where(prod[pairs] > 0, 1.0, 0.0)
-                theta = xp.arccos(cos)
-                K = prod * (xp.sqrt(1.0 - cos * cos) + (math.pi - theta) * cos) / (2 * math.pi)
-                T = T * ((math.pi - theta) / (2 * math.pi))
+                K, D, factor = relu_layer(xp, K, D, a * b)
+                T = T * factor
             else:  # erf (Williams 1997)
                 den = a * b
                 T = T * ((4.0 / math.pi) / xp.sqrt(den - 4.0 * K * K))
                 K = (2.0 / math.pi) * xp.arcsin(xp.clip(2.0 * K / xp.sqrt(den), -1.0, 1.0))
         K = w2 * K + b2
-        block[...] = K + w2 * T if want_ntk else K
+        dst[...] = K + w2 * T if want_ntk else K
+
+    def _input_defect(self, K, s0x, s0y, self_offset, Xb, Yb):
+        """``sqrt(q_x q_y) - K`` at the input; from the unit vectors where it cancels."""
+        xp = self.xp
+        p = s0x[:, None] * s0y[None, :]
+        D = xp.maximum(p - K, 0.0)
+        i, j = xp.nonzero((K > (1.0 - CANCELLATION) * p) & (p > 0))
+        u = Xb[i] / (s0x[i, None])
+        v = Yb[j] / (s0y[j, None])
+        D[i, j] = p[i, j] * xp.sum((u - v) ** 2, axis=1) * (0.5 / Xb.shape[1])
+        if self_offset >= 0:
+            D[self._self_pairs(D, self_offset)] = 0.0
+        return D
 
     def _laplacian(self, Xb, Yb, gamma, block, self_offset, tri):
         xp = self.xp
         # sub-blocks so the (rows, cols, d) broadcast stays within working_memory
-        step = max(1, self._block_rows(Yb.shape[0] * Xb.shape[1]))
+        step = max(1, self._budget_rows(Yb.shape[0] * Xb.shape[1]))
         for s in range(0, Xb.shape[0], step):
             diff = xp.abs(Xb[s : s + step, None, :] - Yb[None, :, :])
             block[s : s + step] = xp.exp(-gamma * xp.sum(diff, axis=2))
 
-    def _mirror_lower(self, out):
-        n = out.shape[0]
-        rows = self._block_rows(n)
-        for r0 in range(0, n, rows):
-            r1 = min(n, r0 + rows)
-            out[r0:r1, r1:] = out[r1:, r0:r1].T
-            sub = out[r0:r1, r0:r1]
-            il = self.xp.triu_indices(r1 - r0, 1)
-            sub[il] = sub.T[il]
+    def _mirror_rows(self, out, r0, r1):
+        """Copy the lower-triangle rows ``r0:r1`` of square ``out`` to their transposes."""
+        out[:r0, r0:r1] = out[r0:r1, :r0].T
+        sub = out[r0:r1, r0:r1]
+        upper = self.xp.triu_indices(r1 - r0, 1)
+        sub[upper] = sub.T[upper]
 
 
 def stationary_from_sqdist(xp, code, d2, gamma):
@@ -330,15 +369,15 @@ def nn_row_stats(xp, sqnorm, depth, act, w2, b2, inv_d):
 
     Returns
     -------
-    stats : array of shape (n, depth)
-        Per layer ``l``, for the pre-activation variance ``q_l(x)``:
-        ``sqrt(q_l)`` for relu, ``1 + 2 q_l`` for erf.
+    stats : array of shape (n, depth + 1)
+        Column 0 is ``sqrt(|x|^2 / d)``; column ``l`` >= 1 is, for the pre-activation
+        variance ``q_l(x)`` of layer ``l``, ``sqrt(q_l)`` for relu and ``1 + 2 q_l`` for erf.
     nngp_diag, ntk_diag : arrays of shape (n,)
         The NNGP and NTK values ``k(x, x)``.
     """
     q = sqnorm * inv_d
     t = xp.zeros_like(q)
-    cols = []
+    cols = [xp.sqrt(q)]
     for _ in range(depth):
         q = w2 * q + b2
         t = q + w2 * t
@@ -351,5 +390,46 @@ def nn_row_stats(xp, sqnorm, depth, act, w2, b2, inv_d):
             q = (2.0 / math.pi) * xp.arcsin(2.0 * q / (1.0 + 2.0 * q))
     q = w2 * q + b2
     t = q + w2 * t
-    stats = xp.stack(cols, axis=1) if cols else xp.zeros((q.shape[0], 0))
-    return stats, q, t
+    return xp.stack(cols, axis=1), q, t
+
+
+def relu_layer(xp, K, D, p):
+    """One relu layer of the arc-cosine recursion, tracking the defect ``D = p - K``.
+
+    ``K`` is the pre-activation covariance of a pair, ``p = sqrt(q_x q_y)`` and
+    ``D = p - K >= 0`` is carried separately so that nearly parallel pairs, whose
+    ``K / p`` rounds to 1 and whose ``arccos`` would amplify that rounding to
+    ``sqrt(eps)``, get their angle from ``D`` instead (``1 - cos t = D / p``).
+
+    Returns
+    -------
+    K_new, D_new : post-activation covariance and its defect ``p / 2 - K_new``
+    factor : the NTK multiplier ``E[relu'(u) relu'(v)] = (pi - t) / (2 pi)``
+    """
+    pos = p > 0
+    ps = xp.where(pos, p, 1.0)
+    near = D < NEAR_PARALLEL * ps
+    h = xp.sqrt(xp.clip(0.5 * D / ps, 0.0, 1.0))  # sin(t / 2)
+    th_near = 2.0 * xp.arcsin(h)
+    c = xp.where(near, 1.0 - 2.0 * h * h, xp.clip(K / ps, -1.0, 1.0))
+    th = xp.where(near, th_near, xp.arccos(c))
+    sn = xp.sin(th)
+    omc = xp.where(near, 2.0 * h * h, 1.0 - c)
+    t2 = th * th
+    smtc = xp.where(near, th * t2 * (1 / 3 - t2 * (1 / 30 - t2 * (1 / 840 - t2 / 45360))),
+                    sn - th * c)
+    K_new = xp.where(pos, p * (sn + (math.pi - th) * c) / (2 * math.pi), 0.0)
+    D_new = xp.where(pos, p * (math.pi * omc - smtc) / (2 * math.pi), 0.0)
+    factor = xp.where(pos, (math.pi - th) / (2 * math.pi), 0.25)
+    return K_new, D_new, factor
+
+
+def affine_defect(K, D, sa, sb, w2, b2, p_new, K_new):
+    """Defect after ``K <- w2 K + b2``, as a sum of non-negative terms (no cancellation).
+
+    ``sa``, ``sb``: square roots of the two variances before the layer; ``p_new``:
+    ``sqrt`` of the product of the variances after it.
+    """
+    num = w2 * w2 * D * (sa * sb + K) + w2 * b2 * ((sa - sb) ** 2 + 2.0 * D)
+    den = p_new + K_new
+    return num / (den + (den <= 0)) * (den > 0) + (p_new - K_new) * (den <= 0)

@@ -10,7 +10,7 @@ element-wise kernels whose NumPy reference is the corresponding
 
 import math
 
-from ._array import CANCELLATION, ArrayBackend
+from ._array import CANCELLATION, NEAR_PARALLEL, ArrayBackend
 
 _STATIONARY_SRC = r"""
 const long long row = i / m, col = i % m;
@@ -42,23 +42,62 @@ if (code == 0) {
 _NN_SRC = r"""
 const long long row = i / m, col = i % m;
 const double PI = 3.141592653589793;
-double k = g * inv_d, t = 0.0;
-for (int l = 0; l < depth; ++l) {
-    k = w2 * k + b2;
-    t = k + w2 * t;
-    const double a = sx[row * depth + l], b = sy[col * depth + l];
+const int S = depth + 1;
+double k = g * inv_d, t = 0.0, dd = 0.0;
+if (act == 0) {  // defect D = p - K, exact for nearly parallel inputs (see relu_layer)
+    const double p = sx[row * S] * sy[col * S];
+    dd = fmax(p - k, 0.0);
+    if (self_offset >= 0 && col == self_offset + row) {
+        dd = 0.0;
+    } else if (k > (1.0 - cancellation) * p && p > 0.0) {
+        double acc = 0.0;
+        for (long long c = 0; c < d; ++c) {
+            const double diff = X[row * d + c] / sx[row * S] - Y[col * d + c] / sy[col * S];
+            acc += diff * diff;
+        }
+        dd = p * acc * (0.5 / d);
+    }
+}
+for (int l = 1; l <= depth; ++l) {
+    const double p_new = sx[row * S + l] * sy[col * S + l];
+    const double k_new = w2 * k + b2;
     if (act == 0) {
-        const double p = a * b;
-        double c = p > 0.0 ? k / p : 0.0;
-        c = (self_offset >= 0 && col == self_offset + row && p > 0.0) ? 1.0
-                                                                      : fmin(1.0, fmax(-1.0, c));
-        const double th = acos(c);
-        k = p * (sqrt(1.0 - c * c) + (PI - th) * c) * (0.5 / PI);
-        t *= (PI - th) * (0.5 / PI);
+        const double scale = l == 1 ? 1.0 : 0.7071067811865476;
+        const double sa = sx[row * S + l - 1] * scale, sb = sy[col * S + l - 1] * scale;
+        const double num = w2 * w2 * dd * (sa * sb + k) + w2 * b2 * ((sa - sb) * (sa - sb) + 2.0 * dd);
+        const double den = p_new + k_new;
+        dd = den > 0.0 ? num / den : p_new - k_new;
+    }
+    k = k_new;
+    t = k + w2 * t;
+    if (act == 0) {
+        const double p = p_new;
+        if (p <= 0.0) {
+            k = 0.0; dd = 0.0; t *= 0.25;
+        } else {
+            double c, th, sn, omc, smtc;
+            if (dd < near_parallel * p) {
+                const double h = sqrt(fmin(1.0, 0.5 * dd / p));
+                th = 2.0 * asin(h);
+                omc = 2.0 * h * h;
+                c = 1.0 - omc;
+                sn = sin(th);
+                const double t2 = th * th;
+                smtc = th * t2 * (1.0 / 3.0 - t2 * (1.0 / 30.0 - t2 * (1.0 / 840.0 - t2 / 45360.0)));
+            } else {
+                c = fmin(1.0, fmax(-1.0, k / p));
+                th = acos(c);
+                sn = sqrt(1.0 - c * c);
+                omc = 1.0 - c;
+                smtc = sn - th * c;
+            }
+            k = p * (sn + (PI - th) * c) * (0.5 / PI);
+            dd = p * (PI * omc - smtc) * (0.5 / PI);
+            t *= (PI - th) * (0.5 / PI);
+        }
     } else {
-        const double den = a * b;
-        t *= (4.0 / PI) / sqrt(den - 4.0 * k * k);
-        k = (2.0 / PI) * asin(fmin(1.0, fmax(-1.0, 2.0 * k / sqrt(den))));
+        t *= (4.0 / PI) / sqrt(p_new - 4.0 * k * k);
+        k = (2.0 / PI) * asin(fmin(1.0, fmax(-1.0, 2.0 * k / sqrt(p_new))));
     }
 }
 k = w2 * k + b2;
@@ -101,25 +140,34 @@ class CupyBackend(ArrayBackend):
                     "float64 g", _STATIONARY_SRC, "kernelkit_stationary")
             else:
                 self._kernels[name] = cp.ElementwiseKernel(
-                    "raw float64 sx, raw float64 sy, int64 m, int32 depth, int32 act, "
-                    "float64 w2, float64 b2, float64 inv_d, bool want_ntk, int64 self_offset",
+                    "raw float64 sx, raw float64 sy, raw float64 X, raw float64 Y, int64 m, int64 d, "
+                    "int32 depth, int32 act, float64 w2, float64 b2, float64 inv_d, "
+                    "bool want_ntk, int64 self_offset, float64 cancellation, "
+                    "float64 near_parallel",
                     "float64 g", _NN_SRC, "kernelkit_nn")
         return self._kernels[name]
 
-    def _stationary(self, code, block, sx, sy, gamma, self_offset, tri, Xb, Yb):
+    def _stationary(self, code, block, dst, sx, sy, gamma, self_offset, tri, Xb, Yb):
         if not self._on_gpu:
-            return super()._stationary(code, block, sx, sy, gamma, self_offset, tri, Xb, Yb)
+            return super()._stationary(code, block, dst, sx, sy, gamma, self_offset, tri, Xb, Yb)
         xp = self.xp
         self._kernel("stationary")(sx, sy, xp.ascontiguousarray(Xb).ravel(),
                                    xp.ascontiguousarray(Yb).ravel(), block.shape[1], Xb.shape[1],
                                    code, float(gamma), math.sqrt(2.0 * gamma), self_offset,
                                    CANCELLATION, block)
+        if dst is not block:
+            dst[...] = block
 
-    def _nn(self, block, sx, sy, depth, act, w2, b2, inv_d, want_ntk, self_offset, tri):
+    def _nn(self, block, dst, sx, sy, depth, act, w2, b2, inv_d, want_ntk, self_offset, tri,
+            Xb, Yb):
         if not self._on_gpu:
-            return super()._nn(block, sx, sy, depth, act, w2, b2, inv_d, want_ntk,
-                               self_offset, tri)
+            return super()._nn(block, dst, sx, sy, depth, act, w2, b2, inv_d, want_ntk,
+                               self_offset, tri, Xb, Yb)
         xp = self.xp
         self._kernel("nn")(xp.ascontiguousarray(sx).ravel(), xp.ascontiguousarray(sy).ravel(),
-                           block.shape[1], depth, act, float(w2), float(b2), float(inv_d),
-                           bool(want_ntk), self_offset, block)
+                           xp.ascontiguousarray(Xb).ravel(), xp.ascontiguousarray(Yb).ravel(),
+                           block.shape[1], Xb.shape[1], depth, act, float(w2), float(b2),
+                           float(inv_d), bool(want_ntk), self_offset, CANCELLATION,
+                           NEAR_PARALLEL, block)
+        if dst is not block:
+            dst[...] = block

@@ -8,11 +8,13 @@ Functions compile lazily on first use and are cached on disk (``cache=True``).
 """
 
 import math
+import os
+import threading
 
 import numba as nb
 import numpy as np
 
-from ._array import CANCELLATION
+from ._array import CANCELLATION, NEAR_PARALLEL
 from ._numpy import NumpyBackend
 
 _PI = math.pi
@@ -41,8 +43,8 @@ def _stationary_value(code, d2, gamma, inv_ell):
     return (1.0 + t + t * t / 3.0) * math.exp(-t)
 
 
-@nb.njit(parallel=True, cache=True)
-def stationary_inplace(code, block, sx, sy, gamma, self_offset, tri, X, Y):
+@nb.njit(nogil=True, cache=True)
+def stationary_inplace(code, block, dst, sx, sy, gamma, self_offset, tri, X, Y):
     """Gram block -> Gaussian / Matérn kernel block, in place.
 
     Near-duplicate pairs, where ``|x|^2 + |y|^2 - 2 x.y`` cancels, get their squared
@@ -51,7 +53,7 @@ def stationary_inplace(code, block, sx, sy, gamma, self_offset, tri, X, Y):
     n, m = block.shape
     d = X.shape[1]
     inv_ell = math.sqrt(2.0 * gamma)
-    for i in nb.prange(n):
+    for i in range(n):
         xi = sx[i]
         me = self_offset + i if self_offset >= 0 else -1
         for j in range(_row_end(i, m, self_offset, tri)):
@@ -62,69 +64,134 @@ def stationary_inplace(code, block, sx, sy, gamma, self_offset, tri, X, Y):
                     d2 += (X[i, k] - Y[j, k]) ** 2
             if j == me:
                 d2 = 0.0
-            block[i, j] = _stationary_value(code, d2, gamma, inv_ell)
+            dst[i, j] = _stationary_value(code, d2, gamma, inv_ell)
 
 
-@nb.njit(parallel=True, cache=True)
-def dot_inplace(code, block, sx, sy, gamma, degree, coef0, self_offset, tri):
-    """Gram block -> polynomial (code 1) or cosine (code 2) kernel block, in place."""
+@nb.njit(nogil=True, cache=True)
+def sqdist_inplace(block, sx, sy, scale, self_offset, tri, X, Y):
+    """Gram block -> ``scale * ||x - y||^2`` in place (zero where ``tri`` skips).
+
+    The Gaussian then needs only ``np.exp`` over the block: NumPy's SIMD exp is
+    several times faster than a scalar exp in a compiled loop.
+    """
     n, m = block.shape
-    if code == 0:
-        return
-    for i in nb.prange(n):
+    d = X.shape[1]
+    for i in range(n):
+        xi = sx[i]
+        me = self_offset + i if self_offset >= 0 else -1
+        end = _row_end(i, m, self_offset, tri)
+        for j in range(end):
+            d2 = xi + sy[j] - 2.0 * block[i, j]
+            if d2 <= CANCELLATION * (xi + sy[j]):
+                d2 = 0.0
+                for k in range(d):
+                    d2 += (X[i, k] - Y[j, k]) ** 2
+            if j == me:
+                d2 = 0.0
+            block[i, j] = scale * d2
+        for j in range(end, m):
+            block[i, j] = 0.0
+
+
+@nb.njit(nogil=True, cache=True)
+def dot_inplace(code, block, dst, sx, sy, gamma, degree, coef0, self_offset, tri):
+    """Gram block -> linear (0), polynomial (1) or cosine (2) kernel block in ``dst``."""
+    n, m = block.shape
+    for i in range(n):
         me = self_offset + i if self_offset >= 0 else -1
         for j in range(_row_end(i, m, self_offset, tri)):
             g = block[i, j]
-            if code == 1:
-                block[i, j] = (gamma * g + coef0) ** degree
+            if code == 0:
+                dst[i, j] = g
+            elif code == 1:
+                dst[i, j] = (gamma * g + coef0) ** degree
             else:
                 norm = sx[i] * sy[j]
                 c = g / norm if norm > 0.0 else 0.0
                 if j == me and norm > 0.0:
                     c = 1.0
-                block[i, j] = min(1.0, max(-1.0, c))
+                dst[i, j] = min(1.0, max(-1.0, c))
 
 
-@nb.njit(parallel=True, cache=True)
-def nn_inplace(block, sx, sy, depth, act, w2, b2, inv_d, want_ntk, self_offset, tri):
+@nb.njit(inline="always", cache=True)
+def _relu_layer(K, D, p):
+    """Scalar ``relu_layer`` of :mod:`._array`: (K_new, D_new, NTK factor)."""
+    if p <= 0.0:
+        return 0.0, 0.0, 0.25
+    if D < NEAR_PARALLEL * p:  # nearly parallel: angle from the defect D = p - K
+        h = math.sqrt(min(1.0, 0.5 * D / p))
+        th = 2.0 * math.asin(h)
+        omc = 2.0 * h * h
+        c = 1.0 - omc
+        sn = math.sin(th)
+        t2 = th * th
+        smtc = th * t2 * (1.0 / 3.0 - t2 * (1.0 / 30.0 - t2 * (1.0 / 840.0 - t2 / 45360.0)))
+    else:
+        c = min(1.0, max(-1.0, K / p))
+        th = math.acos(c)
+        sn = math.sqrt(1.0 - c * c)
+        omc = 1.0 - c
+        smtc = sn - th * c
+    return (p * (sn + (_PI - th) * c) * (0.5 / _PI), p * (_PI * omc - smtc) * (0.5 / _PI),
+            (_PI - th) * (0.5 / _PI))
+
+
+@nb.njit(nogil=True, cache=True)
+def nn_inplace(block, dst, sx, sy, depth, act, w2, b2, inv_d, want_ntk, self_offset, tri, X, Y):
     """Gram block -> infinite-width NTK / NNGP block, the layer recursion per entry.
 
-    ``sx``/``sy`` are the per-layer row statistics of ``nn_row_stats``.
+    ``sx``/``sy`` are the row statistics of ``nn_row_stats``; ``X``/``Y`` the block's
+    inputs, used only for nearly parallel relu pairs (see ``relu_layer``).
     """
     n, m = block.shape
-    for i in nb.prange(n):
+    d = X.shape[1]
+    r2 = math.sqrt(0.5)
+    for i in range(n):
         me = self_offset + i if self_offset >= 0 else -1
         for j in range(_row_end(i, m, self_offset, tri)):
             k = block[i, j] * inv_d
             t = 0.0
-            for layer in range(depth):
-                k = w2 * k + b2
-                t = k + w2 * t
-                a = sx[i, layer]
-                b = sy[j, layer]
+            dd = 0.0
+            if act == 0:
+                p = sx[i, 0] * sy[j, 0]
+                dd = max(p - k, 0.0)
+                if j == me:
+                    dd = 0.0
+                elif k > (1.0 - CANCELLATION) * p and p > 0.0:
+                    acc = 0.0
+                    for c in range(d):
+                        diff = X[i, c] / sx[i, 0] - Y[j, c] / sy[j, 0]
+                        acc += diff * diff
+                    dd = p * acc * (0.5 / d)
+            for layer in range(1, depth + 1):
+                p_new = sx[i, layer] * sy[j, layer]
+                k_new = w2 * k + b2
                 if act == 0:
-                    p = a * b
-                    c = k / p if p > 0.0 else 0.0
-                    # a self-pair is at angle 0 exactly (arccos amplifies rounding near 1)
-                    c = 1.0 if j == me and p > 0.0 else min(1.0, max(-1.0, c))
-                    th = math.acos(c)
-                    k = p * (math.sqrt(1.0 - c * c) + (_PI - th) * c) * (0.5 / _PI)
-                    t *= (_PI - th) * (0.5 / _PI)
+                    scale = 1.0 if layer == 1 else r2
+                    sa = sx[i, layer - 1] * scale
+                    sb = sy[j, layer - 1] * scale
+                    num = w2 * w2 * dd * (sa * sb + k) + w2 * b2 * ((sa - sb) ** 2 + 2.0 * dd)
+                    den = p_new + k_new
+                    dd = num / den if den > 0.0 else p_new - k_new
+                k = k_new
+                t = k + w2 * t
+                if act == 0:
+                    k, dd, factor = _relu_layer(k, dd, p_new)
+                    t *= factor
                 else:
-                    den = a * b
-                    t *= (4.0 / _PI) / math.sqrt(den - 4.0 * k * k)
-                    s = 2.0 * k / math.sqrt(den)
+                    t *= (4.0 / _PI) / math.sqrt(p_new - 4.0 * k * k)
+                    s = 2.0 * k / math.sqrt(p_new)
                     k = (2.0 / _PI) * math.asin(min(1.0, max(-1.0, s)))
             k = w2 * k + b2
-            block[i, j] = k + w2 * t if want_ntk else k
+            dst[i, j] = k + w2 * t if want_ntk else k
 
 
-@nb.njit(parallel=True, cache=True)
+@nb.njit(nogil=True, cache=True)
 def laplacian_block(X, Y, gamma, block, self_offset, tri):
     """``exp(-gamma * ||x - y||_1)`` computed directly (no Gram product applies)."""
     n, m = block.shape
     d = X.shape[1]
-    for i in nb.prange(n):
+    for i in range(n):
         for j in range(_row_end(i, m, self_offset, tri)):
             s = 0.0
             for k in range(d):
@@ -132,20 +199,27 @@ def laplacian_block(X, Y, gamma, block, self_offset, tri):
             block[i, j] = math.exp(-gamma * s)
 
 
-@nb.njit(parallel=True, cache=True)
-def mirror_lower(out):
-    """Copy the strict lower triangle of square ``out`` onto its upper triangle."""
-    n = out.shape[0]
-    tile = 64
-    nt = (n + tile - 1) // tile
-    for bi in nb.prange(nt):
-        i0 = bi * tile
-        i1 = min(n, i0 + tile)
-        for j0 in range(i0, n, tile):
-            j1 = min(n, j0 + tile)
-            for i in range(i0, i1):
-                for j in range(max(j0, i + 1), j1):
-                    out[i, j] = out[j, i]
+@nb.njit(nogil=True, cache=True)
+def mirror_rows(out, r0, r1):
+    """Copy the lower-triangle rows ``r0:r1`` of square ``out`` onto their transposes.
+
+    Row by row of the destination, so writes are contiguous and the block's rows,
+    just computed, are read from cache.
+    """
+    for j in range(r1):
+        for i in range(max(r0, j + 1), r1):
+            out[j, i] = out[i, j]
+
+
+def _n_workers():
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+_POOL = {}
+_CACHE_BLOCK_BYTES = 8 * 2**20  # a block that stays in cache between its GEMM and its pass
 
 
 class NumbaBackend(NumpyBackend):
@@ -154,20 +228,59 @@ class NumbaBackend(NumpyBackend):
     name = "numba"
     triangular = True
 
-    def _stationary(self, code, block, sx, sy, gamma, self_offset, tri, Xb, Yb):
-        stationary_inplace(code, block, sx, sy, float(gamma), self_offset, tri, Xb, Yb)
+    def _stationary(self, code, block, dst, sx, sy, gamma, self_offset, tri, Xb, Yb):
+        if code == 0:  # Gaussian: compiled distance pass, then NumPy's vectorised exp
+            sqdist_inplace(block, sx, sy, -float(gamma), self_offset, tri, Xb, Yb)
+            np.exp(block, out=dst)
+            return
+        stationary_inplace(code, block, dst, sx, sy, float(gamma), self_offset, tri, Xb, Yb)
 
-    def _dot(self, code, block, sx, sy, gamma, degree, coef0, self_offset, tri):
+    def _dot(self, code, block, dst, sx, sy, gamma, degree, coef0, self_offset, tri):
         dummy = np.empty(0)
-        dot_inplace(code, block, dummy if sx is None else sx, dummy if sy is None else sy,
+        dot_inplace(code, block, dst, dummy if sx is None else sx, dummy if sy is None else sy,
                     float(gamma), float(degree), float(coef0), self_offset, tri)
 
-    def _nn(self, block, sx, sy, depth, act, w2, b2, inv_d, want_ntk, self_offset, tri):
-        nn_inplace(block, np.ascontiguousarray(sx), np.ascontiguousarray(sy), depth, act,
-                   float(w2), float(b2), float(inv_d), want_ntk, self_offset, tri)
+    def _nn(self, block, dst, sx, sy, depth, act, w2, b2, inv_d, want_ntk, self_offset, tri,
+            Xb, Yb):
+        nn_inplace(block, dst, np.ascontiguousarray(sx), np.ascontiguousarray(sy), depth, act,
+                   float(w2), float(b2), float(inv_d), want_ntk, self_offset, tri, Xb, Yb)
 
     def _laplacian(self, Xb, Yb, gamma, block, self_offset, tri):
         laplacian_block(Xb, Yb, float(gamma), block, self_offset, tri)
 
-    def _mirror_lower(self, out):
-        mirror_lower(out)
+    def _mirror_rows(self, out, r0, r1):
+        mirror_rows(out, r0, r1)
+
+    def _map_blocks(self, job, n, ncols, scratch):
+        """Blocks run concurrently on a thread pool, BLAS held to one thread per block.
+
+        Compiled passes release the GIL, so each worker does its block's GEMM and
+        fused pass back to back while the block is still in cache; one BLAS thread
+        per worker avoids OpenBLAS threads spinning against the workers.
+        """
+        rows = max(8, min(self._budget_rows(ncols) // _n_workers(),
+                          _CACHE_BLOCK_BYTES // (8 * max(1, ncols))))
+        starts = range(0, n, rows)
+        if len(starts) == 1:
+            job(0, n, np.empty((n, ncols)) if scratch else None)
+            return
+        if "pool" not in _POOL:
+            from concurrent.futures import ThreadPoolExecutor
+
+            from threadpoolctl import ThreadpoolController
+
+            _POOL["pool"] = ThreadPoolExecutor(_n_workers(), thread_name_prefix="kernelkit")
+            _POOL["blas"] = ThreadpoolController()
+        local = threading.local()
+
+        def run(r0):
+            buf = None
+            if scratch:
+                buf = getattr(local, "buf", None)
+                if buf is None:
+                    buf = local.buf = np.empty((rows, ncols))
+            job(r0, min(n, r0 + rows), buf)
+
+        with _POOL["blas"].limit(limits=1, user_api="blas"):
+            for f in [_POOL["pool"].submit(run, r0) for r0 in starts]:
+                f.result()

@@ -14,7 +14,7 @@ class NumpyBackend(ArrayBackend):
     def __init__(self):
         super().__init__(np)
 
-    def _laplacian(self, Xb, Yb, gamma, block, self_offset, tri):
-        cdist(Xb, Yb, metric="cityblock", out=block)
-        np.multiply(block, -gamma, out=block)
-        np.exp(block, out=block)
+    def _laplacian(self, Xb, Yb, gamma, dst, self_offset, tri):
+        dist = cdist(Xb, Yb, metric="cityblock", out=dst if dst.dtype == np.float64 else None)
+        np.multiply(dist, -gamma, out=dist)
+        np.exp(dist, out=dst)
