@@ -1,0 +1,147 @@
+"""Every engine against the NumPy reference, blockwise driver, config and backend resolution."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+from numpy.testing import assert_allclose
+
+import kernelkit
+from kernelkit.backend import KernelSpec, available_backends, get_backend, resolve_backend
+from kernelkit.backend._numpy import NumpyBackend
+from kernelkit.kernels import NNGP, NTK, RBF, Cosine, Laplacian, Linear, Matern, Polynomial
+
+KERNELS = [RBF(0.2), Laplacian(0.3), Matern(0.2, 0.5), Matern(0.2, 1.5), Matern(0.2, 2.5),
+           Polynomial(0.3, 2, 1.0), Linear(), Cosine(), NTK(depth=3), NTK(depth=2, b_std=0.2),
+           NNGP(depth=2, activation="erf", b_std=0.1), NTK(depth=1, activation="erf")]
+REFERENCE = NumpyBackend()
+
+
+def _spec(k, X):
+    return k.spec(X.shape[1])
+
+
+def _host(engine, a):
+    return np.asarray(engine.to_host(a))
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=repr)
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-10), (np.float32, 1e-5)])
+def test_engines_agree_with_reference(engine, kernel, dtype, rtol, rng):
+    X = rng.standard_normal((53, 7)).astype(dtype)
+    Y = rng.standard_normal((31, 7)).astype(dtype)
+    X[3] = 0.0
+    X[5] = 2 * X[4]  # parallel rows
+    spec = _spec(kernel, X)
+    with kernelkit.config_context(working_memory=0.01):  # several row blocks
+        for args in ((X, Y), (X, None)):
+            ref = REFERENCE.pairwise(spec, *args)
+            got = _host(engine, engine.pairwise(spec, *[None if a is None else engine.asarray(a)
+                                                        for a in args]))
+            assert got.dtype == dtype
+            scale = np.abs(ref).max()
+            assert_allclose(got, ref, rtol=rtol, atol=rtol * scale)
+        W = rng.standard_normal((31, 3))
+        assert_allclose(_host(engine, engine.matmul(spec, engine.asarray(X), engine.asarray(Y),
+                                                    engine.asarray(W))),
+                        REFERENCE.pairwise(spec, X.astype(np.float64), Y.astype(np.float64)) @ W,
+                        rtol=1e-9, atol=1e-9 * scale)
+        assert_allclose(_host(engine, engine.diag(spec, engine.asarray(X))),
+                        np.diag(REFERENCE.pairwise(spec, X.astype(np.float64))),
+                        rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("working_memory", [1e-4, 0.01, 256])
+def test_blocks_do_not_change_values(working_memory, rng):
+    X = rng.standard_normal((97, 4))
+    engine = get_backend("numba")
+    spec = NTK(depth=2).spec(4)
+    full = REFERENCE.pairwise(spec, X)
+    with kernelkit.config_context(working_memory=working_memory):
+        assert_allclose(engine.pairwise(spec, X), full, rtol=1e-12)
+        blocks = list(engine.pairwise_chunked(spec, X))
+        assert_allclose(np.vstack([b for _, b in blocks]), full, rtol=1e-12)
+        assert [s for s, _ in blocks] == list(np.cumsum([0] + [len(b) for _, b in blocks])[:-1])
+        if working_memory == 1e-4:
+            assert len(blocks) == len(X)  # one row per block at the smallest budget
+
+
+def test_symmetric_output_is_exactly_symmetric(rng):
+    X = rng.standard_normal((300, 5))
+    with kernelkit.config_context(backend="numba"):
+        for k in (RBF(), NTK(depth=3), Cosine()):
+            K = k(X)
+            assert np.array_equal(K, K.T)
+
+
+def test_pairwise_with_large_block_matches_sklearn_rbf(rng):
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    X = rng.standard_normal((1500, 20)).astype(np.float32)
+    ref = rbf_kernel(X.astype(np.float64), gamma=0.05)
+    with kernelkit.config_context(backend="numba"):
+        K = RBF(0.05)(X)
+    assert K.dtype == np.float32
+    assert np.max(np.abs(K - ref) / ref) < 1e-6
+
+
+finite = st.floats(-10, 10, allow_nan=False, width=64)
+
+
+@settings(max_examples=40, deadline=None)
+@given(X=arrays(np.float64, st.tuples(st.integers(1, 12), st.integers(1, 4)), elements=finite),
+       which=st.sampled_from(range(len(KERNELS))))
+def test_property_symmetric_psd_and_engines_agree(X, which):
+    kernel = KERNELS[which]
+    spec = _spec(kernel, X)
+    K = REFERENCE.pairwise(spec, X)
+    assert np.all(np.isfinite(K))
+    assert_allclose(K, K.T, rtol=1e-12, atol=1e-12)
+    scale = max(1.0, np.abs(K).max())
+    assert np.linalg.eigvalsh((K + K.T) / 2).min() >= -1e-9 * scale * len(X)
+    for name in available_backends():
+        if name != "numpy":
+            assert_allclose(get_backend(name).pairwise(spec, X), K, rtol=1e-10,
+                            atol=1e-10 * scale)
+
+
+def test_config_and_resolution():
+    assert kernelkit.get_config()["backend"] == "auto"
+    assert resolve_backend("auto") == "numba"
+    assert resolve_backend(None) == "numba"
+    with kernelkit.config_context(backend="numpy", working_memory=8):
+        assert resolve_backend(None) == "numpy"
+        assert kernelkit.get_config() == {"backend": "numpy", "working_memory": 8}
+    assert kernelkit.get_config()["backend"] == "auto"
+    with pytest.raises(ValueError, match="backend"):
+        kernelkit.set_config(backend="torch")
+    with pytest.raises(ValueError, match="working_memory"):
+        kernelkit.set_config(working_memory=0)
+    with pytest.raises(ValueError, match="backend"):
+        resolve_backend("gpu")
+
+
+@pytest.mark.skipif("cupy" in available_backends(), reason="a GPU is present")
+def test_cupy_without_gpu_is_a_clear_error():
+    with pytest.raises(ValueError, match="backend='cupy' is not usable"):
+        resolve_backend("cupy")
+    with pytest.raises(ValueError, match="cupy"):
+        kernelkit.NTKRidge(backend="cupy").fit(np.eye(3), np.ones(3))
+
+
+def test_config_is_thread_local():
+    import threading
+
+    seen = []
+    with kernelkit.config_context(backend="numpy"):
+        t = threading.Thread(target=lambda: seen.append(kernelkit.get_config()["backend"]))
+        t.start()
+        t.join()
+    assert seen == ["auto"]
+
+
+def test_kernel_spec_is_plain_data():
+    s = RBF(0.5).spec(3)
+    assert s == KernelSpec("rbf", (0.5,))
+    assert RBF().spec(4) == KernelSpec("rbf", (0.25,))

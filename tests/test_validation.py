@@ -1,0 +1,77 @@
+"""Bad input gets a clear ValueError naming the argument."""
+
+import numpy as np
+import pytest
+
+from kernelkit import KernelRidge, NTKRidge, NTKRidgeClassifier
+from kernelkit.kernels import NNGP, NTK, RBF, Laplacian, Matern, Polynomial, make_kernel
+
+X = np.random.default_rng(0).standard_normal((10, 3))
+y = np.arange(10.0)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (np.array([[1.0, np.nan]]), "NaN"),
+    (np.array([[1.0, np.inf]]), "infinity"),
+    (np.empty((0, 3)), "0 sample"),
+    (np.empty((3, 0)), "0 feature"),
+    (np.ones(3), "2D array"),
+])
+def test_kernel_call_rejects_bad_arrays(bad, match):
+    for k in (RBF(), NTK()):
+        with pytest.raises(ValueError, match=match):
+            k(bad)
+        with pytest.raises(ValueError, match=match):
+            k(X[:, : bad.shape[-1]] if bad.ndim == 2 and bad.shape[1] else X, bad)
+
+
+def test_feature_mismatch_and_parameters():
+    with pytest.raises(ValueError, match="Y has 2 features but X has 3"):
+        RBF()(X, X[:, :2])
+    for k, match in [(RBF(gamma=0), "gamma"), (RBF(gamma=-1.0), "gamma"),
+                     (Laplacian(gamma=np.nan), "gamma"), (Matern(nu=1.0), "nu"),
+                     (Polynomial(degree=-1), "degree"), (NTK(depth=0), "depth"),
+                     (NTK(depth=1.5), "depth"), (NNGP(activation="tanh"), "activation"),
+                     (NTK(w_std=0), "w_std"), (NTK(b_std=-0.1), "b_std"),
+                     (NTK(parameterization="standard"), "parameterization")]:
+        with pytest.raises(ValueError, match=match):
+            k(X)
+
+
+def test_estimators_reject_bad_input():
+    with pytest.raises(ValueError, match="1 sample"):
+        NTKRidge().fit(X[:1], y[:1])
+    with pytest.raises(ValueError, match="NaN"):
+        NTKRidge().fit(np.where(X > 1, np.nan, X), y)
+    with pytest.raises(ValueError, match="NaN"):
+        NTKRidge().fit(X, np.where(y > 5, np.nan, y))
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        NTKRidge().fit(X, y[:5])
+    with pytest.raises(ValueError, match="alpha"):
+        NTKRidge(alpha=-1).fit(X, y)
+    with pytest.raises(ValueError, match="depth"):
+        NTKRidge(depth=0).fit(X, y)
+    with pytest.raises(ValueError, match="activation"):
+        NTKRidgeClassifier(activation="sigmoid").fit(X, y > 4)
+    with pytest.raises(ValueError, match="backend"):
+        NTKRidge(backend="jax").fit(X, y)
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        KernelRidge(kernel="sinc").fit(X, y)
+    with pytest.raises(ValueError, match="kernel_params"):
+        KernelRidge(kernel="rbf", kernel_params={"nu": 1.5}).fit(X, y)
+    with pytest.raises(ValueError, match="square"):
+        KernelRidge(kernel="precomputed").fit(X, y)
+    model = NTKRidge().fit(X, y)
+    with pytest.raises(ValueError, match="3 features"):
+        model.predict(X[:, :2])
+    with pytest.raises(ValueError, match="kernel must be"):
+        make_kernel(3)
+
+
+def test_bad_input_leaves_user_arrays_alone():
+    Xn = X.copy()
+    Xn[0, 0] = np.nan
+    before = Xn.copy()
+    with pytest.raises(ValueError):
+        NTKRidge().fit(Xn, y)
+    np.testing.assert_array_equal(Xn, before)
