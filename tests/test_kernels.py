@@ -245,3 +245,20 @@ def test_callable_returns_input_dtype_and_does_not_modify(rng):
     assert NTK()(X32, X).dtype == np.float64
     assert NTK()(rng.integers(0, 5, (4, 2))).dtype == np.float64
     np.testing.assert_array_equal(X32, before)
+
+
+@pytest.mark.parametrize("w_std", [2.0**0.5, 1.0, 0.7])
+def test_relu_antiparallel_pairs_are_exact(w_std, backend):
+    """y = -c x, no bias: the first relu layer sees theta = pi exactly, so its output
+    covariance and derivative factor vanish; the second sees orthogonal inputs."""
+    x = np.random.default_rng(2).standard_normal((1, 6))
+    A, B = 7 * x, -1.3 * x
+    w2 = w_std**2
+    root = np.sqrt((A**2).sum() * (B**2).sum()) / 6  # sqrt(q0(a) q0(b))
+    for cls in (NTK, NNGP):
+        assert_allclose(cls(depth=1, w_std=w_std)(A, B), 0.0, atol=1e-14 * root)
+        # depth 2: relu of orthogonal inputs gives p / (2 pi); the NTK's gradient
+        # terms all carry the zero factor, leaving only the readout's
+        assert_allclose(cls(depth=2, w_std=w_std)(A, B), w2**3 * root / (4 * np.pi),
+                        rtol=1e-13)
+        assert np.all(np.isfinite(cls(depth=3, w_std=w_std, b_std=0.3)(A, B)))

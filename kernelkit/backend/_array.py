@@ -425,11 +425,12 @@ def relu_layer(xp, K, D, p):
 
 
 def affine_defect(K, D, sa, sb, w2, b2, p_new, K_new):
-    """Defect after ``K <- w2 K + b2``, as a sum of non-negative terms (no cancellation).
+    """Defect after ``K <- w2 K + b2`` without cancellation.
 
     ``sa``, ``sb``: square roots of the two variances before the layer; ``p_new``:
     ``sqrt`` of the product of the variances after it.
     """
     num = w2 * w2 * D * (sa * sb + K) + w2 * b2 * ((sa - sb) ** 2 + 2.0 * D)
-    den = p_new + K_new
-    return num / (den + (den <= 0)) * (den > 0) + (p_new - K_new) * (den <= 0)
+    # p_new - K_new cancels only when K_new > 0, where the quotient's denominator is >= p_new
+    pos = K_new > 0
+    return num / (p_new + K_new * pos + (~pos)) * pos + (p_new - K_new) * (~pos)

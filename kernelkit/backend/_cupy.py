@@ -12,6 +12,19 @@ import math
 
 from ._array import CANCELLATION, NEAR_PARALLEL, ArrayBackend
 
+# in-params of the two kernels (the out-param of both is "float64 g": the Gram
+# block, read and overwritten in place)
+_STATIONARY_PARAMS = (
+    "raw float64 sx, raw float64 sy, raw float64 X, raw float64 Y, int64 m, "
+    "int64 d, int32 code, float64 gamma, float64 inv_ell, int64 self_offset, "
+    "float64 cancellation")
+
+_NN_PARAMS = (
+    "raw float64 sx, raw float64 sy, raw float64 X, raw float64 Y, int64 m, int64 d, "
+    "int32 depth, int32 act, float64 w2, float64 b2, float64 inv_d, "
+    "bool want_ntk, int64 self_offset, float64 cancellation, "
+    "float64 near_parallel")
+
 _STATIONARY_SRC = r"""
 const long long row = i / m, col = i % m;
 double d2 = sx[row] + sy[col] - 2.0 * g;
@@ -65,8 +78,7 @@ for (int l = 1; l <= depth; ++l) {
         const double scale = l == 1 ? 1.0 : 0.7071067811865476;
         const double sa = sx[row * S + l - 1] * scale, sb = sy[col * S + l - 1] * scale;
         const double num = w2 * w2 * dd * (sa * sb + k) + w2 * b2 * ((sa - sb) * (sa - sb) + 2.0 * dd);
-        const double den = p_new + k_new;
-        dd = den > 0.0 ? num / den : p_new - k_new;
+        dd = k_new > 0.0 ? num / (p_new + k_new) : p_new - k_new;
     }
     k = k_new;
     t = k + w2 * t;
@@ -77,7 +89,7 @@ for (int l = 1; l <= depth; ++l) {
         } else {
             double c, th, sn, omc, smtc;
             if (dd < near_parallel * p) {
-                const double h = sqrt(fmin(1.0, 0.5 * dd / p));
+                const double h = sqrt(fmin(1.0, fmax(0.0, 0.5 * dd / p)));
                 th = 2.0 * asin(h);
                 omc = 2.0 * h * h;
                 c = 1.0 - omc;
@@ -134,17 +146,10 @@ class CupyBackend(ArrayBackend):
             cp = self.xp
             if name == "stationary":
                 self._kernels[name] = cp.ElementwiseKernel(
-                    "raw float64 sx, raw float64 sy, raw float64 X, raw float64 Y, int64 m, "
-                    "int64 d, int32 code, float64 gamma, float64 inv_ell, int64 self_offset, "
-                    "float64 cancellation",
-                    "float64 g", _STATIONARY_SRC, "kernelkit_stationary")
+                    _STATIONARY_PARAMS, "float64 g", _STATIONARY_SRC, "kernelkit_stationary")
             else:
                 self._kernels[name] = cp.ElementwiseKernel(
-                    "raw float64 sx, raw float64 sy, raw float64 X, raw float64 Y, int64 m, int64 d, "
-                    "int32 depth, int32 act, float64 w2, float64 b2, float64 inv_d, "
-                    "bool want_ntk, int64 self_offset, float64 cancellation, "
-                    "float64 near_parallel",
-                    "float64 g", _NN_SRC, "kernelkit_nn")
+                    _NN_PARAMS, "float64 g", _NN_SRC, "kernelkit_nn")
         return self._kernels[name]
 
     def _stationary(self, code, block, dst, sx, sy, gamma, self_offset, tri, Xb, Yb):

@@ -119,7 +119,7 @@ def _relu_layer(K, D, p):
     if p <= 0.0:
         return 0.0, 0.0, 0.25
     if D < NEAR_PARALLEL * p:  # nearly parallel: angle from the defect D = p - K
-        h = math.sqrt(min(1.0, 0.5 * D / p))
+        h = math.sqrt(min(1.0, max(0.0, 0.5 * D / p)))
         th = 2.0 * math.asin(h)
         omc = 2.0 * h * h
         c = 1.0 - omc
@@ -171,8 +171,7 @@ def nn_inplace(block, dst, sx, sy, depth, act, w2, b2, inv_d, want_ntk, self_off
                     sa = sx[i, layer - 1] * scale
                     sb = sy[j, layer - 1] * scale
                     num = w2 * w2 * dd * (sa * sb + k) + w2 * b2 * ((sa - sb) ** 2 + 2.0 * dd)
-                    den = p_new + k_new
-                    dd = num / den if den > 0.0 else p_new - k_new
+                    dd = num / (p_new + k_new) if k_new > 0.0 else p_new - k_new
                 k = k_new
                 t = k + w2 * t
                 if act == 0:
@@ -261,9 +260,6 @@ class NumbaBackend(NumpyBackend):
         rows = max(8, min(self._budget_rows(ncols) // _n_workers(),
                           _CACHE_BLOCK_BYTES // (8 * max(1, ncols))))
         starts = range(0, n, rows)
-        if len(starts) == 1:
-            job(0, n, np.empty((n, ncols)) if scratch else None)
-            return
         if "pool" not in _POOL:
             from concurrent.futures import ThreadPoolExecutor
 
@@ -271,6 +267,10 @@ class NumbaBackend(NumpyBackend):
 
             _POOL["pool"] = ThreadPoolExecutor(_n_workers(), thread_name_prefix="kernelkit")
             _POOL["blas"] = ThreadpoolController()
+        if len(starts) == 1:  # small: one thread, no BLAS threads left spinning afterwards
+            with _POOL["blas"].limit(limits=1, user_api="blas"):
+                job(0, n, np.empty((n, ncols)) if scratch else None)
+            return
         local = threading.local()
 
         def run(r0):
