@@ -1,4 +1,4 @@
-"""kernelkit: scikit-learn compatible kernel machines that scale."""
+"""Scikit-learn compatible kernel machines that scale (kernelkit)."""
 
 from ._config import config_context, get_config, set_config
 from .kernel_ridge import KernelRidge, KernelRidgeClassifier, NTKRidge, NTKRidgeClassifier

@@ -1,9 +1,11 @@
 """Kernel ridge regression and classification on kernelkit kernels and engines.
 
 :class:`NTKRidge` is kernel ridge regression with the infinite-width neural
-tangent kernel: with ``alpha -> 0`` it is the prediction of an infinitely wide
-fully-connected network trained to convergence by gradient flow on the squared
-loss (Jacot et al. 2018; Lee et al. 2019; Arora et al. 2019).
+tangent kernel: with ``alpha -> 0`` it is the mean prediction, over random
+initialisations, of an infinitely wide fully-connected network trained to
+convergence by gradient flow on the squared loss (the trained network itself when
+its output at initialisation is zero) (Jacot et al. 2018; Lee et al. 2019;
+Arora et al. 2019).
 """
 
 import numpy as np
@@ -140,9 +142,11 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
     X_fit_ : ndarray of shape (n_samples, n_features)
         Training inputs (the kernel centers), float64.
     backend_ : str
-        The engine used.
+        The engine used: ``"numpy"``, ``"numba"`` or ``"cupy"``. Inputs are NumPy
+        arrays (``fit`` validates them on the host); ``backend="cupy"`` computes the
+        kernel matrices on the GPU.
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Only when ``X`` has string column names.
 
     Raises
@@ -264,6 +268,7 @@ class KernelRidgeClassifier(_ClassifierMixin, _KernelRidgeBase):
     Parameters
     ----------
     alpha : float >= 0, default=1.0
+        Ridge penalty of each one-vs-all regression.
     {kernel}
     {common}
 
@@ -284,9 +289,10 @@ class NTKRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
 
     Fits ``(Theta + alpha I) c = y`` with ``Theta`` the NTK of
     ``[Dense(w_std, b_std), activation] * depth + Dense(w_std, b_std)`` (see
-    :class:`kernelkit.kernels.NTK`). With ``alpha = 0`` the prediction is the
-    infinite-width network trained to convergence by gradient flow (Jacot et
-    al., NeurIPS 2018; Lee et al., NeurIPS 2019; Arora et al., NeurIPS 2019).
+    :class:`kernelkit.kernels.NTK`). With ``alpha = 0`` the prediction is the mean,
+    over random initialisations, of the infinite-width network trained to
+    convergence by gradient flow on the squared loss (Jacot et al., NeurIPS 2018;
+    Lee et al., NeurIPS 2019; Arora et al., NeurIPS 2019).
 
     Parameters
     ----------
@@ -301,7 +307,7 @@ class NTKRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
     X_fit_ : ndarray of shape (n_samples, n_features)
     backend_ : str
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
 
     Raises
     ------
@@ -351,6 +357,7 @@ class NTKRidgeClassifier(_ClassifierMixin, _KernelRidgeBase):
     Parameters
     ----------
     alpha : float >= 0, default=1.0
+        Ridge penalty of each one-vs-all regression.
     {ntk}
     {common}
 

@@ -1,9 +1,9 @@
 """Compute engines behind one switch.
 
-An engine evaluates kernels described by a :class:`KernelSpec`: the kernel
-matrix ``k(X, Y)`` (:meth:`pairwise`), its row blocks within ``working_memory``
-(:meth:`pairwise_chunked`), the fused product ``k(X, Y) @ W`` (:meth:`matmul`)
-and the diagonal (:meth:`diag`). Engines: ``"numpy"`` (reference, always
+An engine (an :class:`ArrayBackend`) evaluates kernels described by a
+:class:`KernelSpec`: the kernel matrix ``k(X, Y)`` (``pairwise``), its row blocks
+within ``working_memory`` (``pairwise_chunked``), the fused product
+``k(X, Y) @ W`` (``matmul``) and the diagonal (``diag``). Engines: ``"numpy"`` (reference, always
 available), ``"numba"`` (fused CPU kernels), ``"cupy"`` (GPU). Estimators store
 the backend *name*; :func:`get_backend` turns it into an engine when computing.
 """
@@ -33,7 +33,16 @@ class KernelSpec(NamedTuple):
 
 
 def is_cupy_array(a):
-    """Whether ``a`` is a CuPy array (checked without importing CuPy)."""
+    """Whether ``a`` is a CuPy array (checked without importing CuPy).
+
+    Parameters
+    ----------
+    a : object
+
+    Returns
+    -------
+    bool
+    """
     return type(a).__module__.split(".")[0] == "cupy"
 
 
@@ -112,6 +121,17 @@ _ENGINES = {}
 
 def get_backend(backend=None, *arrays):
     """Return the engine object for a backend setting (see :func:`resolve_backend`).
+
+    Parameters
+    ----------
+    backend : {"auto", "numpy", "numba", "cupy"} or None, default=None
+    *arrays : array-like
+        Inputs inspected by ``"auto"``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`resolve_backend`.
 
     Returns
     -------

@@ -15,6 +15,7 @@ import numba as nb
 import numpy as np
 
 from ._array import CANCELLATION, NEAR_PARALLEL
+from ..utils._threads import single_blas_thread
 from ._numpy import NumpyBackend
 
 _PI = math.pi
@@ -113,46 +114,27 @@ def dot_inplace(code, block, dst, sx, sy, gamma, degree, coef0, self_offset, tri
                 dst[i, j] = min(1.0, max(-1.0, c))
 
 
-@nb.njit(inline="always", cache=True)
-def _relu_layer(K, D, p):
-    """Scalar ``relu_layer`` of :mod:`._array`: (K_new, D_new, NTK factor)."""
-    if p <= 0.0:
-        return 0.0, 0.0, 0.25
-    if D < NEAR_PARALLEL * p:  # nearly parallel: angle from the defect D = p - K
-        h = math.sqrt(min(1.0, max(0.0, 0.5 * D / p)))
-        th = 2.0 * math.asin(h)
-        omc = 2.0 * h * h
-        c = 1.0 - omc
-        sn = math.sin(th)
-        t2 = th * th
-        smtc = th * t2 * (1.0 / 3.0 - t2 * (1.0 / 30.0 - t2 * (1.0 / 840.0 - t2 / 45360.0)))
-    else:
-        c = min(1.0, max(-1.0, K / p))
-        th = math.acos(c)
-        sn = math.sqrt(1.0 - c * c)
-        omc = 1.0 - c
-        smtc = sn - th * c
-    return (p * (sn + (_PI - th) * c) * (0.5 / _PI), p * (_PI * omc - smtc) * (0.5 / _PI),
-            (_PI - th) * (0.5 / _PI))
+# The NTK/NNGP recursion runs in stages over small row chunks of a block (kept in
+# cache): compiled passes for the arithmetic, NumPy's SIMD arccos/arcsin between
+# them (several times faster than a scalar libm call per entry).
 
 
 @nb.njit(nogil=True, cache=True)
-def nn_inplace(block, dst, sx, sy, depth, act, w2, b2, inv_d, want_ntk, self_offset, tri, X, Y):
-    """Gram block -> infinite-width NTK / NNGP block, the layer recursion per entry.
+def nn_start(G, K, D, T, sx, sy, inv_d, relu, self_offset, X, Y):
+    """Input layer: ``K = x.y / d``, ``T = 0`` and, for relu, the defect ``D = p - K``.
 
-    ``sx``/``sy`` are the row statistics of ``nn_row_stats``; ``X``/``Y`` the block's
-    inputs, used only for nearly parallel relu pairs (see ``relu_layer``).
+    Nearly parallel pairs get ``D`` from the unit vectors (``p |u - v|^2 / 2``);
+    self-pairs (``self_offset`` >= 0: row ``i`` is point ``self_offset + i``) get 0.
     """
-    n, m = block.shape
+    n, m = K.shape
     d = X.shape[1]
-    r2 = math.sqrt(0.5)
     for i in range(n):
         me = self_offset + i if self_offset >= 0 else -1
-        for j in range(_row_end(i, m, self_offset, tri)):
-            k = block[i, j] * inv_d
-            t = 0.0
-            dd = 0.0
-            if act == 0:
+        for j in range(m):
+            k = G[i, j] * inv_d
+            K[i, j] = k
+            T[i, j] = 0.0
+            if relu:
                 p = sx[i, 0] * sy[j, 0]
                 dd = max(p - k, 0.0)
                 if j == me:
@@ -163,26 +145,92 @@ def nn_inplace(block, dst, sx, sy, depth, act, w2, b2, inv_d, want_ntk, self_off
                         diff = X[i, c] / sx[i, 0] - Y[j, c] / sy[j, 0]
                         acc += diff * diff
                     dd = p * acc * (0.5 / d)
-            for layer in range(1, depth + 1):
-                p_new = sx[i, layer] * sy[j, layer]
-                k_new = w2 * k + b2
-                if act == 0:
-                    scale = 1.0 if layer == 1 else r2
-                    sa = sx[i, layer - 1] * scale
-                    sb = sy[j, layer - 1] * scale
+                D[i, j] = dd
+
+
+@nb.njit(nogil=True, cache=True)
+def nn_affine(K, D, T, C, sx, sy, layer, w2, b2, relu):
+    """Dense layer ``layer``: ``K <- w2 K + b2``, ``T <- K + w2 T``, the defect update
+    (``affine_defect``), and into ``C`` the argument of the activation's inverse
+    trigonometric function (cosine of the angle for relu, arcsin argument for erf)."""
+    n, m = K.shape
+    scale = 1.0 if layer == 1 else math.sqrt(0.5)
+    for i in range(n):
+        for j in range(m):
+            k = K[i, j]
+            k_new = w2 * k + b2
+            a = sx[i, layer]
+            b = sy[j, layer]
+            if relu:
+                p_new = a * b
+                sa = sx[i, layer - 1] * scale
+                sb = sy[j, layer - 1] * scale
+                dd = D[i, j]
+                if k_new > 0.0:
                     num = w2 * w2 * dd * (sa * sb + k) + w2 * b2 * ((sa - sb) ** 2 + 2.0 * dd)
-                    dd = num / (p_new + k_new) if k_new > 0.0 else p_new - k_new
-                k = k_new
-                t = k + w2 * t
-                if act == 0:
-                    k, dd, factor = _relu_layer(k, dd, p_new)
-                    t *= factor
+                    D[i, j] = num / (p_new + k_new)
                 else:
-                    t *= (4.0 / _PI) / math.sqrt(p_new - 4.0 * k * k)
-                    s = 2.0 * k / math.sqrt(p_new)
-                    k = (2.0 / _PI) * math.asin(min(1.0, max(-1.0, s)))
-            k = w2 * k + b2
-            dst[i, j] = k + w2 * t if want_ntk else k
+                    D[i, j] = p_new - k_new
+                c = k_new / p_new if p_new > 0.0 else 0.0
+            else:
+                c = 2.0 * k_new / math.sqrt(a * b)
+            C[i, j] = min(1.0, max(-1.0, c))
+            K[i, j] = k_new
+            T[i, j] = k_new + w2 * T[i, j]
+
+
+@nb.njit(nogil=True, cache=True)
+def nn_activate(K, D, T, TH, sx, sy, layer, relu):
+    """Activation of layer ``layer`` given ``TH`` = arccos (relu) or arcsin (erf) of ``C``.
+
+    Relu pairs whose defect is below ``NEAR_PARALLEL * p`` take their angle from the
+    defect instead (``relu_layer`` in :mod:`._array`).
+    """
+    n, m = K.shape
+    for i in range(n):
+        for j in range(m):
+            k = K[i, j]
+            a = sx[i, layer]
+            b = sy[j, layer]
+            if relu:
+                p = a * b
+                if p <= 0.0:
+                    K[i, j] = 0.0
+                    D[i, j] = 0.0
+                    T[i, j] *= 0.25
+                    continue
+                dd = D[i, j]
+                if dd < NEAR_PARALLEL * p:
+                    h = math.sqrt(min(1.0, max(0.0, 0.5 * dd / p)))
+                    th = 2.0 * math.asin(h)
+                    omc = 2.0 * h * h
+                    c = 1.0 - omc
+                    sn = math.sin(th)
+                    t2 = th * th
+                    smtc = th * t2 * (1.0 / 3.0 - t2 * (1.0 / 30.0 - t2 * (1.0 / 840.0
+                                                                           - t2 / 45360.0)))
+                else:
+                    th = TH[i, j]
+                    c = min(1.0, max(-1.0, k / p))
+                    sn = math.sqrt(1.0 - c * c)
+                    omc = 1.0 - c
+                    smtc = sn - th * c
+                K[i, j] = p * (sn + (_PI - th) * c) * (0.5 / _PI)
+                D[i, j] = p * (_PI * omc - smtc) * (0.5 / _PI)
+                T[i, j] *= (_PI - th) * (0.5 / _PI)
+            else:
+                T[i, j] *= (4.0 / _PI) / math.sqrt(a * b - 4.0 * k * k)
+                K[i, j] = (2.0 / _PI) * TH[i, j]
+
+
+@nb.njit(nogil=True, cache=True)
+def nn_finish(K, T, dst, w2, b2, want_ntk):
+    """Readout layer: NNGP ``w2 K + b2``, NTK ``w2 K + b2 + w2 T``, written to ``dst``."""
+    n, m = K.shape
+    for i in range(n):
+        for j in range(m):
+            k = w2 * K[i, j] + b2
+            dst[i, j] = k + w2 * T[i, j] if want_ntk else k
 
 
 @nb.njit(nogil=True, cache=True)
@@ -219,6 +267,7 @@ def _n_workers():
 
 _POOL = {}
 _CACHE_BLOCK_BYTES = 8 * 2**20  # a block that stays in cache between its GEMM and its pass
+_NN_CHUNK_BYTES = 2**19  # rows of one NTK stage buffer (four of them per worker)
 
 
 class NumbaBackend(NumpyBackend):
@@ -241,8 +290,24 @@ class NumbaBackend(NumpyBackend):
 
     def _nn(self, block, dst, sx, sy, depth, act, w2, b2, inv_d, want_ntk, self_offset, tri,
             Xb, Yb):
-        nn_inplace(block, dst, np.ascontiguousarray(sx), np.ascontiguousarray(sy), depth, act,
-                   float(w2), float(b2), float(inv_d), want_ntk, self_offset, tri, Xb, Yb)
+        sx, sy = np.ascontiguousarray(sx), np.ascontiguousarray(sy)
+        w2, b2, inv_d = float(w2), float(b2), float(inv_d)
+        relu = act == 0
+        trig = np.arccos if relu else np.arcsin
+        n, m = block.shape
+        rows = max(1, _NN_CHUNK_BYTES // (8 * m))
+        buf = np.empty((4, min(rows, n), m))
+        for a in range(0, n, rows):
+            b = min(n, a + rows)
+            cols = min(m, self_offset + b) if tri else m
+            K, D, T, C = (buf[q, : b - a, :cols] for q in range(4))
+            nn_start(block[a:b, :cols], K, D, T, sx[a:b], sy[:cols], inv_d, relu,
+                     self_offset + a if self_offset >= 0 else -1, Xb[a:b], Yb[:cols])
+            for layer in range(1, depth + 1):
+                nn_affine(K, D, T, C, sx[a:b], sy[:cols], layer, w2, b2, relu)
+                trig(C, out=C)
+                nn_activate(K, D, T, C, sx[a:b], sy[:cols], layer, relu)
+            nn_finish(K, T, dst[a:b, :cols], w2, b2, want_ntk)
 
     def _laplacian(self, Xb, Yb, gamma, block, self_offset, tri):
         laplacian_block(Xb, Yb, float(gamma), block, self_offset, tri)
@@ -260,17 +325,14 @@ class NumbaBackend(NumpyBackend):
         rows = max(8, min(self._budget_rows(ncols) // _n_workers(),
                           _CACHE_BLOCK_BYTES // (8 * max(1, ncols))))
         starts = range(0, n, rows)
+        if len(starts) == 1:  # small: one thread, no BLAS threads left spinning afterwards
+            with single_blas_thread():
+                job(0, n, np.empty((n, ncols)) if scratch else None)
+            return
         if "pool" not in _POOL:
             from concurrent.futures import ThreadPoolExecutor
 
-            from threadpoolctl import ThreadpoolController
-
             _POOL["pool"] = ThreadPoolExecutor(_n_workers(), thread_name_prefix="kernelkit")
-            _POOL["blas"] = ThreadpoolController()
-        if len(starts) == 1:  # small: one thread, no BLAS threads left spinning afterwards
-            with _POOL["blas"].limit(limits=1, user_api="blas"):
-                job(0, n, np.empty((n, ncols)) if scratch else None)
-            return
         local = threading.local()
 
         def run(r0):
@@ -281,6 +343,6 @@ class NumbaBackend(NumpyBackend):
                     buf = local.buf = np.empty((rows, ncols))
             job(r0, min(n, r0 + rows), buf)
 
-        with _POOL["blas"].limit(limits=1, user_api="blas"):
+        with single_blas_thread():
             for f in [_POOL["pool"].submit(run, r0) for r0 in starts]:
                 f.result()

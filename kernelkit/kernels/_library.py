@@ -88,7 +88,9 @@ class Polynomial(Kernel):
     gamma : float > 0, default=None
         None means ``1 / n_features``.
     degree : float >= 0, default=3
+        Exponent.
     coef0 : float, default=1
+        Additive constant inside the power.
     """
 
     def __init__(self, gamma=None, degree=3, coef0=1):

@@ -55,11 +55,14 @@ Parameters
 depth : int >= 1, default=1
     Number of hidden layers.
 activation : {{"relu", "erf"}}, default="relu"
+    Nonlinearity of every hidden layer.
 w_std : float > 0, default=1.0
     Weight standard deviation of every Dense layer.
 b_std : float >= 0 or None, default=None
     Bias standard deviation; None means no bias.
 parameterization : {{"ntk"}}, default="ntk"
+    Only the NTK parameterization (weights scaled by ``1 / sqrt(fan_in)`` in the
+    forward pass) has a width-independent infinite-width limit.
 
 Notes
 -----

@@ -5,6 +5,10 @@ import warnings
 import numpy as np
 from scipy import linalg
 
+from ._threads import single_blas_thread
+
+SMALL_SOLVE = 1500  # below this size a dense solve runs on one BLAS thread
+
 
 def solve_ridge(K, Y, alpha):
     """Solve ``(K + alpha I) C = Y`` for symmetric positive semi-definite ``K``.
@@ -31,6 +35,14 @@ def solve_ridge(K, Y, alpha):
     ValueError
         If the solution is not finite.
     """
+    n = K.shape[0]
+    if n < SMALL_SOLVE:
+        with single_blas_thread():
+            return _solve_ridge(K, Y, alpha)
+    return _solve_ridge(K, Y, alpha)
+
+
+def _solve_ridge(K, Y, alpha):
     alphas = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
     n = K.shape[0]
     if np.all(alphas == alphas[0]):
@@ -47,7 +59,7 @@ def solve_ridge(K, Y, alpha):
             f"K + alpha*I is singular or not numerically positive definite (alpha="
             f"{alphas[0]:g}); using the minimum-norm least-squares solution from an "
             "eigendecomposition instead. Increase alpha to regularise.",
-            linalg.LinAlgWarning, stacklevel=3)
+            linalg.LinAlgWarning, stacklevel=4)
     w, V = linalg.eigh(K, check_finite=False)
     tol = n * np.finfo(np.float64).eps * max(1.0, float(np.abs(w).max()))
     proj = V.T @ Y

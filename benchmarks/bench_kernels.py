@@ -1,0 +1,510 @@
+"""Benchmark: dense kernel matrices (Gaussian and NTK depth 3), kernelkit vs peers.
+
+Compares, in one process on the same data (standard normal X, seed 0,
+n = 4000, d = 50, gamma = 1/d), in float64 and float32:
+
+* kernelkit ``RBF(gamma)(X)`` and ``NTK(depth=3)(X)`` with the ``numpy`` and the
+  ``numba`` engine;
+* :func:`sklearn.metrics.pairwise.rbf_kernel` (peer for the Gaussian kernel);
+* a plain layer-by-layer NumPy NTK (full n x n arrays per layer, written the way
+  the recursion is given in the papers; peer for the NTK), checked against
+  kernelkit before timing.
+
+Every timing is a warm-up call (Numba compiles lazily) followed by repeated
+calls; the median is reported and ratios are ``peer median / kernelkit median``.
+Also recorded: float32 accuracy against a float64 reference, the machine's
+GEMM GFLOP/s, and the peak extra memory of an n = 20,000 Gaussian kernel matrix
+(numba engine) measured in a fresh subprocess per dtype.
+
+Targets (from the issue): numba Gaussian >= 2x faster than ``rbf_kernel``
+(float64 and float32, float32 keeping 1e-6 relative accuracy); numba NTK depth 3
+>= 4x faster than the layer-by-layer NumPy NTK; the n = 20,000 kernel matrix
+built with peak memory under 1.3x the size of its output.
+
+Usage::
+
+    python benchmarks/bench_kernels.py           # full run; writes results_kernels.json
+                                                 # and the section in RESULTS.md
+    python benchmarks/bench_kernels.py --quick   # n = 1000, no 20k memory case,
+                                                 # prints only (writes nothing)
+"""
+
+import argparse
+import datetime
+import gc
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+JSON_PATH = HERE / "results_kernels.json"
+MD_PATH = HERE / "RESULTS.md"
+SECTION = "## Kernel matrices (bench_kernels.py)"
+MD_HEADER = """# kernelkit benchmark results
+
+Each section below is written by the benchmark script named in its heading;
+rerunning a script (`python benchmarks/<script>.py`) regenerates its own section
+and leaves the others alone. Timings are medians of repeated calls after a
+warm-up call, all cases of a script run side by side in one process on the same
+data; ratios are `peer median / kernelkit median` (above 1 means kernelkit is
+faster). Raw numbers and machine details are in the JSON file named in each
+section. See `benchmarks/README.md`.
+"""
+
+SEED = 0
+D = 50
+DEPTH = 3
+N_FULL = 4000
+N_QUICK = 1000
+N_MEMORY = 20_000
+REPEATS = 7
+SLOW_REPEATS = 3  # numpy-engine NTK only (informational, several seconds a call)
+GAUSS_SPEEDUP = 2.0
+NTK_SPEEDUP = 4.0
+F32_ACCURACY = 1e-6
+MEMORY_RATIO = 1.3
+PEER_RTOL = 1e-10
+
+
+# --------------------------------------------------------------------------- peers
+def numpy_ntk(X, depth=DEPTH):
+    """Plain layer-by-layer NumPy NTK: relu, no bias, w_std = 1, NTK parameterization.
+
+    Full n x n arrays per layer. Per layer: ``K <- w2 K + b2``, ``q <- w2 q + b2``,
+    ``T <- K + w2 T`` (T starts at 0), then relu:
+    ``K <- sqrt(q_i q_j) (sin th + (pi - th) cos th) / (2 pi)``,
+    ``T <- T (pi - th) / (2 pi)``, ``q <- q / 2``. Readout: ``T <- K + T``.
+    Works in the dtype of ``X``.
+    """
+    w2, b2 = 1.0, 0.0
+    K = X @ X.T / X.shape[1]
+    q = np.diag(K).copy()
+    T = np.zeros_like(K)
+    for _ in range(depth):
+        K = w2 * K + b2
+        q = w2 * q + b2
+        T = K + w2 * T
+        p = np.sqrt(np.outer(q, q))
+        c = np.clip(K / p, -1, 1)
+        th = np.arccos(c)
+        K = p * (np.sin(th) + (np.pi - th) * c) / (2 * np.pi)
+        T = T * (np.pi - th) / (2 * np.pi)
+        q = q / 2
+    return w2 * K + b2 + w2 * T
+
+
+def ntk_diag_exact(X, depth=DEPTH):
+    """Exact NTK diagonal for relu/no bias/w_std=1: ``(depth + 1) |x|^2 / (d 2^depth)``."""
+    return (depth + 1) * np.einsum("ij,ij->i", X, X) / X.shape[1] / 2.0**depth
+
+
+# ------------------------------------------------------------------------ helpers
+def timeit(f, repeats, warmup=True):
+    """A warm-up call, then ``repeats`` timed calls.
+
+    Returns ``(stats, result)``: timings in seconds and the last call's result.
+    """
+    first = None
+    if warmup:
+        t0 = time.perf_counter()
+        f()
+        first = time.perf_counter() - t0
+    times = []
+    for _ in range(repeats):
+        result = None
+        gc.collect()
+        t0 = time.perf_counter()
+        result = f()
+        times.append(time.perf_counter() - t0)
+    return {"median_s": float(np.median(times)), "min_s": float(np.min(times)),
+            "max_s": float(np.max(times)), "first_call_s": first, "repeats": repeats,
+            "warmup": warmup, "times_s": times}, result
+
+
+def max_rel_err(A, ref):
+    A = np.asarray(A, dtype=np.float64)
+    return float(np.max(np.abs(A - ref) / np.abs(ref)))
+
+
+def proc_status_kib(field):
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return None
+
+
+def machine_info():
+    import numba
+    import scipy
+    import sklearn
+    import sklearn.metrics.pairwise  # noqa: F401  (load its BLAS too)
+    import threadpoolctl
+
+    import kernelkit
+
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError):
+        mem_gib = None
+    return {
+        "cpu_model": cpu,
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "memory_gib": mem_gib,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "versions": {"kernelkit": kernelkit.__version__, "numpy": np.__version__,
+                     "scipy": scipy.__version__, "scikit-learn": sklearn.__version__,
+                     "numba": numba.__version__, "threadpoolctl": threadpoolctl.__version__},
+        "numba_num_threads": numba.config.NUMBA_NUM_THREADS,
+        "blas": threadpoolctl.threadpool_info(),
+        "env": {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS",
+                                               "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                                               "NUMBA_NUM_THREADS", "NUMBA_THREADING_LAYER")},
+    }
+
+
+# ------------------------------------------------------------------------ parts
+def bench_gemm(repeats):
+    rng = np.random.default_rng(SEED)
+    out = {}
+    for dt in (np.float32, np.float64):
+        name = np.dtype(dt).name
+        A = rng.standard_normal((2000, 2000)).astype(dt)
+        B = rng.standard_normal((2000, 2000)).astype(dt)
+        t, _ = timeit(lambda: A @ B, repeats)
+        out[f"square_2000_{name}"] = {"shape": "2000x2000 @ 2000x2000", **t,
+                                      "gflops": 2 * 2000**3 / t["median_s"] / 1e9}
+        X = rng.standard_normal((N_FULL, D)).astype(dt)
+        Y = np.ascontiguousarray(X.T.copy())  # distinct operand: a true GEMM, not SYRK
+        t, _ = timeit(lambda: X @ Y, repeats)
+        out[f"thin_{N_FULL}x{D}_{name}"] = {
+            "shape": f"{N_FULL}x{D} @ {D}x{N_FULL}", **t,
+            "gflops": 2 * N_FULL * N_FULL * D / t["median_s"] / 1e9}
+    return out
+
+
+def bench_matrices(n, repeats):
+    import kernelkit
+    from kernelkit.kernels import NTK, RBF
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    gamma = 1.0 / D
+    X64 = np.random.default_rng(SEED).standard_normal((n, D))
+    timings, accuracy, checks = {}, {}, {}
+
+    # Peer check before any timing: the plain NumPy NTK against kernelkit (float64;
+    # the numpy engine, several times slower, on the first 1000 rows only).
+    m = min(n, 1000)
+    for engine, rows in (("numba", n), ("numpy", m)):
+        Xc = X64[:rows]
+        P = numpy_ntk(Xc)
+        with kernelkit.config_context(backend=engine):
+            R = NTK(depth=DEPTH)(Xc)
+        rel = np.abs(P - R) / np.abs(R)
+        np.fill_diagonal(rel, 0.0)
+        exact_diag = ntk_diag_exact(Xc)
+        c = checks[f"ntk_peer_vs_{engine}_float64"] = {
+            "rows": rows,
+            "offdiag_max_rel": float(rel.max()),
+            "kernelkit_diag_vs_exact_max_rel": max_rel_err(R.diagonal(), exact_diag),
+            "peer_diag_vs_exact_max_rel": max_rel_err(P.diagonal(), exact_diag),
+        }
+        # Off the diagonal the two agree to rounding. On the diagonal the peer's
+        # arccos(clip(K/p)) turns a 1-ulp error in c = 1 into th ~ 1e-8, i.e. a
+        # ~1e-8 relative error, so both diagonals are checked against the exact
+        # closed form instead (kernelkit to PEER_RTOL, the peer to 1e-7).
+        assert c["offdiag_max_rel"] <= PEER_RTOL, c
+        assert c["kernelkit_diag_vs_exact_max_rel"] <= PEER_RTOL, c
+        assert c["peer_diag_vs_exact_max_rel"] <= 1e-7, c
+        del P, R, rel
+
+    last = {}
+    for dt in (np.float64, np.float32):
+        name = np.dtype(dt).name
+        X = X64.astype(dt)
+        timings[f"gauss_sklearn_{name}"], last[f"gauss_sklearn_{name}"] = timeit(
+            lambda: rbf_kernel(X, gamma=gamma), repeats)
+        timings[f"ntk_peer_{name}"], last[f"ntk_peer_{name}"] = timeit(
+            lambda: numpy_ntk(X), repeats)
+        for engine in ("numpy", "numba"):
+            with kernelkit.config_context(backend=engine):
+                timings[f"gauss_{engine}_{name}"], last[f"gauss_{engine}_{name}"] = timeit(
+                    lambda: RBF(gamma)(X), repeats)
+                if engine == "numba":
+                    stats = timeit(lambda: NTK(depth=DEPTH)(X), repeats)
+                else:  # pure NumPy, nothing to compile: no warm-up, fewer calls
+                    stats = timeit(lambda: NTK(depth=DEPTH)(X), SLOW_REPEATS, warmup=False)
+                timings[f"ntk_{engine}_{name}"], last[f"ntk_{engine}_{name}"] = stats
+        for k in [k for k in last if k.endswith("float64") and k != "gauss_sklearn_float64"]:
+            del last[k]
+
+    # Accuracy of the float32 results (the last timed calls) against float64
+    # references on the same (float32-valued) data.
+    X32_64 = X64.astype(np.float32).astype(np.float64)
+    ref = rbf_kernel(X32_64, gamma=gamma)
+    for who in ("sklearn", "numpy", "numba"):
+        accuracy[f"gauss_float32_{who}"] = max_rel_err(last.pop(f"gauss_{who}_float32"), ref)
+    del ref
+    with kernelkit.config_context(backend="numba"):
+        ref64 = RBF(gamma)(X64)
+    accuracy["gauss_float64_numba_vs_sklearn"] = max_rel_err(ref64, last.pop(
+        "gauss_sklearn_float64"))
+    del ref64
+    with kernelkit.config_context(backend="numba"):
+        ref = NTK(depth=DEPTH)(X32_64)
+    for who in ("numpy", "numba", "peer"):
+        accuracy[f"ntk_float32_{who}"] = max_rel_err(last.pop(f"ntk_{who}_float32"), ref)
+    return timings, accuracy, checks
+
+
+def memory_case(dtype_name, n):
+    """Run in a fresh subprocess: peak extra RSS of RBF(gamma)(X), numba engine."""
+    import kernelkit
+    from kernelkit.kernels import RBF
+
+    dt = np.dtype(dtype_name)
+    gamma = 1.0 / D
+    X = np.random.default_rng(SEED).standard_normal((n, D)).astype(dt)
+    with kernelkit.config_context(backend="numba"):
+        RBF(gamma)(X[:256])  # compile and start the thread pool first
+        gc.collect()
+        # Reset the kernel's peak-RSS counter (VmHWM) so the peak is this call's alone.
+        try:
+            with open("/proc/self/clear_refs", "w") as fh:
+                fh.write("5")
+            hwm_reset = True
+        except OSError:
+            hwm_reset = False
+        rss0 = proc_status_kib("VmRSS") * 1024
+        maxrss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        t0 = time.perf_counter()
+        K = RBF(gamma)(X)
+        elapsed = time.perf_counter() - t0
+        hwm1 = proc_status_kib("VmHWM") * 1024
+        maxrss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    assert K.shape == (n, n) and K.dtype == dt
+    out = K.nbytes
+    peak_extra = (hwm1 - rss0) if hwm_reset else (maxrss1 - maxrss0)
+    return {"n": n, "d": D, "dtype": dtype_name, "output_bytes": out, "time_s": elapsed,
+            "method": "VmHWM after clear_refs reset - VmRSS before" if hwm_reset
+            else "ru_maxrss delta",
+            "peak_extra_bytes": peak_extra, "ratio": peak_extra / out,
+            # Cross-check: ru_maxrss after the call minus VmRSS before it (valid because
+            # the call's peak dominates; ru_maxrss itself is never reset and starts at
+            # the parent's RSS at fork, so a plain before/after delta is not usable).
+            "ru_maxrss_after_bytes": maxrss1, "ru_maxrss_before_bytes": maxrss0,
+            "ru_maxrss_peak_extra_bytes": maxrss1 - rss0,
+            "ru_maxrss_ratio": (maxrss1 - rss0) / out,
+            "rss_before_bytes": rss0}
+
+
+def bench_memory(n):
+    out = {}
+    for name in ("float64", "float32"):
+        proc = subprocess.run([sys.executable, __file__, "--_memory-case", name, str(n)],
+                              capture_output=True, text=True, check=True)
+        out[f"gauss_numba_{name}"] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out
+
+
+# ------------------------------------------------------------------------ report
+def build_rows(t, acc):
+    rows = []
+    for name in ("float64", "float32"):
+        kk, peer = t[f"gauss_numba_{name}"]["median_s"], t[f"gauss_sklearn_{name}"]["median_s"]
+        ratio = peer / kk
+        met = ratio >= GAUSS_SPEEDUP
+        target = f">= {GAUSS_SPEEDUP:g}x"
+        if name == "float32":
+            met = met and acc["gauss_float32_numba"] <= F32_ACCURACY
+            target += f", rel. err <= {F32_ACCURACY:g}"
+        rows.append((f"Gaussian {name}: numba vs `rbf_kernel`", kk, peer, ratio, target, met))
+    for name in ("float64", "float32"):
+        kk, peer = t[f"ntk_numba_{name}"]["median_s"], t[f"ntk_peer_{name}"]["median_s"]
+        rows.append((f"NTK depth {DEPTH} {name}: numba vs layer-by-layer NumPy", kk, peer,
+                     peer / kk, f">= {NTK_SPEEDUP:g}x", peer / kk >= NTK_SPEEDUP))
+    for name in ("float64", "float32"):
+        kk, peer = t[f"gauss_numpy_{name}"]["median_s"], t[f"gauss_sklearn_{name}"]["median_s"]
+        rows.append((f"Gaussian {name}: numpy engine vs `rbf_kernel`", kk, peer, peer / kk,
+                     "—", None))
+    for name in ("float64", "float32"):
+        kk, peer = t[f"ntk_numpy_{name}"]["median_s"], t[f"ntk_peer_{name}"]["median_s"]
+        rows.append((f"NTK depth {DEPTH} {name}: numpy engine vs layer-by-layer NumPy", kk,
+                     peer, peer / kk, "—", None))
+    return rows
+
+
+def fmt_met(m):
+    return "—" if m is None else ("yes" if m else "**no**")
+
+
+def render_markdown(res):
+    n = res["n"]
+    info = res["machine"]
+    blas = ", ".join(f"{b.get('internal_api')} {b.get('version')} ({b.get('architecture')}, "
+                     f"{b.get('num_threads')} threads)" for b in info["blas"]
+                     if b.get("user_api") == "blas")
+    v = info["versions"]
+    lines = [SECTION, "",
+             f"Run {res['timestamp']} on {info['cpu_model']}, {info['cpu_count']} cores, "
+             f"{info['memory_gib']:.0f} GiB; numpy {v['numpy']}, scipy {v['scipy']}, "
+             f"scikit-learn {v['scikit-learn']}, numba {v['numba']}; BLAS: {blas}; "
+             f"OPENBLAS_CORETYPE={info['env']['OPENBLAS_CORETYPE'] or 'unset'}. "
+             f"Load average before/after: {res['loadavg_before']} / {res['loadavg_after']}.",
+             ""]
+    busy = max(res["loadavg_before"][0], res["loadavg_after"][0]) > 0.5 * info["cpu_count"] + 1
+    if busy:
+        lines += ["**Note:** other processes were running on the machine during this run "
+                  "(see the load average), so the timings are noisy; per-call times are in "
+                  "the JSON file.", ""]
+    lines += [f"Data: standard normal X (seed {SEED}), n = {n}, d = {D}, gamma = 1/d; "
+             f"NTK depth {DEPTH} (relu, no bias). Median of {REPEATS} calls after a warm-up "
+             f"call (numpy-engine NTK: median of {SLOW_REPEATS} calls, no warm-up); "
+             "ratio = peer / kernelkit.",
+             "",
+             "| case | kernelkit median (s) | peer median (s) | ratio | target | met? |",
+             "|---|---:|---:|---:|---|---|"]
+    for case, kk, peer, ratio, target, met in res["rows"]:
+        lines.append(f"| {case} | {kk:.4f} | {peer:.4f} | {ratio:.2f}x | {target} | "
+                     f"{fmt_met(met)} |")
+    mem = res.get("memory")
+    if mem:
+        lines += ["", f"Peak memory, n = {N_MEMORY:,}, d = {D}, Gaussian, numba engine "
+                  "(fresh subprocess per case; peak extra RSS during the call, from VmHWM "
+                  "reset via /proc/self/clear_refs, over the output's size; cross-check: "
+                  "ru_maxrss after minus VmRSS before):", "",
+                  "| case | output (GiB) | peak extra (GiB) | ratio | ru_maxrss check | "
+                  "time (s) | target | met? |",
+                  "|---|---:|---:|---:|---:|---:|---|---|"]
+        for key, m in mem.items():
+            lines.append(f"| {m['dtype']} | {m['output_bytes'] / 2**30:.3f} | "
+                         f"{m['peak_extra_bytes'] / 2**30:.3f} | {m['ratio']:.3f} | "
+                         f"{m['ru_maxrss_ratio']:.3f} | "
+                         f"{m['time_s']:.2f} | < {MEMORY_RATIO:g}x | "
+                         f"{fmt_met(m['ratio'] < MEMORY_RATIO)} |")
+    a = res["accuracy"]
+    lines += ["", "Accuracy, max over entries of |K - K_ref| / K_ref (float32 data; reference = "
+              "the float64 result on the same float32-valued data: `rbf_kernel` for the "
+              "Gaussian, kernelkit numba float64 for the NTK):", "",
+              "| result | max rel. error |", "|---|---:|",
+              f"| Gaussian float32, numba | {a['gauss_float32_numba']:.2e} |",
+              f"| Gaussian float32, numpy engine | {a['gauss_float32_numpy']:.2e} |",
+              f"| Gaussian float32, `rbf_kernel` | {a['gauss_float32_sklearn']:.2e} |",
+              f"| Gaussian float64, numba vs `rbf_kernel` float64 | "
+              f"{a['gauss_float64_numba_vs_sklearn']:.2e} |",
+              f"| NTK float32, numba | {a['ntk_float32_numba']:.2e} |",
+              f"| NTK float32, numpy engine | {a['ntk_float32_numpy']:.2e} |",
+              f"| NTK float32, layer-by-layer NumPy | {a['ntk_float32_peer']:.2e} |"]
+    c = res["checks"]["ntk_peer_vs_numba_float64"]
+    lines += ["", f"Peer check (float64, asserted before timing): layer-by-layer NumPy NTK vs "
+              f"kernelkit numba, off-diagonal max rel. difference {c['offdiag_max_rel']:.1e}; "
+              f"on the diagonal the peer is off the exact value (depth+1)|x|^2/(d 2^depth) by "
+              f"{c['peer_diag_vs_exact_max_rel']:.1e} (arccos of a rounded 1), kernelkit by "
+              f"{c['kernelkit_diag_vs_exact_max_rel']:.1e}."]
+    g = res["gemm"]
+    lines += ["", "Machine GEMM (NumPy `@`, median):", "",
+              "| product | float32 GFLOP/s | float64 GFLOP/s |", "|---|---:|---:|",
+              f"| 2000x2000 @ 2000x2000 | {g['square_2000_float32']['gflops']:.1f} | "
+              f"{g['square_2000_float64']['gflops']:.1f} |",
+              f"| {N_FULL}x{D} @ {D}x{N_FULL} | {g[f'thin_{N_FULL}x{D}_float32']['gflops']:.1f} | "
+              f"{g[f'thin_{N_FULL}x{D}_float64']['gflops']:.1f} |",
+              "", "Raw numbers: `benchmarks/results_kernels.json`.", ""]
+    return "\n".join(lines)
+
+
+def write_markdown(section):
+    if MD_PATH.exists():
+        text = MD_PATH.read_text()
+    else:
+        text = MD_HEADER
+    start = text.find(SECTION)
+    if start < 0:
+        text = text.rstrip("\n") + "\n\n" + section
+    else:
+        nxt = text.find("\n## ", start + len(SECTION))
+        end = len(text) if nxt < 0 else nxt + 1
+        text = text[:start] + section + ("\n" if nxt >= 0 else "") + text[end:]
+    MD_PATH.write_text(text.rstrip("\n") + "\n")
+
+
+def print_table(res):
+    print(f"\nn = {res['n']}, d = {D}; median of {REPEATS} after a warm-up "
+          f"(numpy-engine NTK: {SLOW_REPEATS}, no warm-up)")
+    w = max(len(r[0]) for r in res["rows"])
+    print(f"{'case':<{w}}  {'kk (s)':>8}  {'peer (s)':>8}  {'ratio':>7}  {'target':<26} met")
+    for case, kk, peer, ratio, target, met in res["rows"]:
+        print(f"{case:<{w}}  {kk:8.4f}  {peer:8.4f}  {ratio:6.2f}x  {target:<26} "
+              f"{fmt_met(met).strip('*')}")
+    print("\naccuracy (max rel. error):")
+    for k, v in res["accuracy"].items():
+        print(f"  {k:<36} {v:.2e}")
+    for k, m in (res.get("memory") or {}).items():
+        print(f"memory n={m['n']} {m['dtype']}: output {m['output_bytes'] / 2**30:.3f} GiB, "
+              f"peak extra {m['peak_extra_bytes'] / 2**30:.3f} GiB, ratio {m['ratio']:.3f} "
+              f"(ru_maxrss cross-check {m['ru_maxrss_ratio']:.3f}), {m['time_s']:.2f} s")
+    for k, g in res["gemm"].items():
+        print(f"GEMM {k:<24} {g['gflops']:7.1f} GFLOP/s")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="n = 1000, skip the n = 20,000 memory case, write no files")
+    parser.add_argument("--_memory-case", nargs=2, metavar=("DTYPE", "N"),
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args._memory_case:
+        print(json.dumps(memory_case(args._memory_case[0], int(args._memory_case[1]))))
+        return
+
+    t_start = time.perf_counter()
+    n = N_QUICK if args.quick else N_FULL
+    res = {"timestamp": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+           "quick": args.quick, "n": n, "d": D, "depth": DEPTH, "seed": SEED, "gamma": 1.0 / D,
+           "repeats": REPEATS, "slow_repeats": SLOW_REPEATS,
+           "loadavg_before": [round(x, 2) for x in os.getloadavg()],
+           "machine": machine_info()}
+    # Memory subprocesses first, while this process is small (a child's ru_maxrss
+    # starts at the parent's RSS at fork).
+    res["memory"] = None if args.quick else bench_memory(N_MEMORY)
+    res["gemm"] = bench_gemm(REPEATS)
+    timings, accuracy, checks = bench_matrices(n, REPEATS)
+    res.update(timings=timings, accuracy=accuracy, checks=checks)
+    res["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
+    res["rows"] = build_rows(timings, accuracy)
+    res["targets"] = {
+        "gauss_speedup": GAUSS_SPEEDUP, "ntk_speedup": NTK_SPEEDUP,
+        "float32_accuracy": F32_ACCURACY, "memory_ratio": MEMORY_RATIO}
+    res["wall_s"] = time.perf_counter() - t_start
+    print_table(res)
+    print(f"\ntotal wall time {res['wall_s']:.1f} s")
+    if args.quick:
+        return
+    out = dict(res)
+    out["rows"] = [dict(zip(("case", "kernelkit_median_s", "peer_median_s", "ratio", "target",
+                             "met"), r)) for r in res["rows"]]
+    JSON_PATH.write_text(json.dumps(out, indent=2) + "\n")
+    write_markdown(render_markdown(res))
+    print(f"wrote {JSON_PATH.relative_to(HERE.parent)} and {MD_PATH.relative_to(HERE.parent)}")
+
+
+if __name__ == "__main__":
+    main()

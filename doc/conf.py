@@ -1,0 +1,115 @@
+"""Sphinx configuration for the kernelkit documentation.
+
+Build from the repository root (needs the ``doc`` extra:
+``pip install -e ".[doc]"``)::
+
+    sphinx-build -b html doc doc/_build/html
+
+or ``make -C doc html``. The example gallery in ``examples/`` is executed
+during the build and rendered into ``doc/auto_examples/``; set
+``KERNELKIT_DOC_NO_GALLERY=1`` to skip running it. Links to the NumPy,
+SciPy, scikit-learn and Python documentation (intersphinx) need network
+access; set ``KERNELKIT_DOC_OFFLINE=1`` to build without them.
+"""
+
+import os
+import sys
+from datetime import date
+
+# Prefer the installed package; fall back to the source tree next to this folder.
+try:
+    import kernelkit
+except ImportError:  # pragma: no cover - only when kernelkit is not installed
+    sys.path.insert(0, os.path.abspath(".."))
+    import kernelkit
+
+# -- Project information ---------------------------------------------------------
+project = "kernelkit"
+author = "kernelkit developers"
+copyright = f"{date.today().year}, {author}"
+release = kernelkit.__version__  # full version, e.g. "0.1.0.dev0"
+version = ".".join(release.split(".")[:2])  # short X.Y version
+
+# -- General configuration -------------------------------------------------------
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.mathjax",
+    "sphinx.ext.viewcode",
+    "numpydoc",
+    "sphinx_gallery.gen_gallery",
+]
+if os.environ.get("KERNELKIT_DOC_OFFLINE") != "1":
+    extensions.append("sphinx.ext.intersphinx")
+
+templates_path = ["_templates"]
+exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "auto_examples/*.ipynb",
+                    "auto_examples/*.py", "auto_examples/*.zip"]
+root_doc = "index"
+default_role = "literal"  # `x` renders as code
+nitpicky = False
+
+# autodoc / autosummary: stub pages for every name listed in api.rst go to generated/.
+autosummary_generate = True
+# Inherited members are shown (e.g. the classifiers' fit/predict come from a private
+# mixin), except scikit-learn's generic estimator API (get_params, set_params, score,
+# set_*_request), whose docstrings refer to scikit-learn's own documentation.
+autodoc_default_options = {
+    "members": True,
+    "inherited-members": "BaseEstimator,_MetadataRequester,RegressorMixin,ClassifierMixin,"
+                         "MultiOutputMixin",
+}
+autodoc_typehints = "none"
+
+# numpydoc: parameter tables from the numpy-style docstrings; class members are
+# listed by the autosummary class template instead.
+numpydoc_show_class_members = False
+numpydoc_class_members_toctree = False
+numpydoc_attributes_as_param_list = True
+
+intersphinx_mapping = {
+    "python": ("https://docs.python.org/3", None),
+    "numpy": ("https://numpy.org/doc/stable/", None),
+    "scipy": ("https://docs.scipy.org/doc/scipy/", None),
+    "sklearn": ("https://scikit-learn.org/stable/", None),
+    "matplotlib": ("https://matplotlib.org/stable/", None),
+}
+
+# -- Example gallery (sphinx-gallery) --------------------------------------------
+sphinx_gallery_conf = {
+    "examples_dirs": "../examples",
+    "gallery_dirs": "auto_examples",
+    "filename_pattern": r"/plot_",  # execute every plot_*.py script
+    "plot_gallery": "False" if os.environ.get("KERNELKIT_DOC_NO_GALLERY") == "1" else "True",
+    "within_subsection_order": "FileNameSortKey",
+    "doc_module": ("kernelkit",),
+    "backreferences_dir": os.path.join("generated", "backreferences"),
+    "remove_config_comments": True,
+    "matplotlib_animations": False,
+}
+
+# -- HTML output -----------------------------------------------------------------
+html_theme = "alabaster"
+html_title = f"kernelkit {release}"
+html_static_path = []
+html_theme_options = {
+    "description": "Scikit-learn compatible kernel machines that scale",
+    "fixed_sidebar": True,
+}
+
+
+# -- Hooks -----------------------------------------------------------------------
+def _skip_sklearn_routing(app, what, name, obj, skip, options):
+    """Hide scikit-learn's metadata-routing methods (set_fit_request, ...).
+
+    scikit-learn attaches them to every estimator subclass, so they are the
+    class's own members and the ``inherited-members`` filter does not catch them.
+    """
+    if what == "class" and (name == "get_metadata_routing"
+                            or (name.startswith("set_") and name.endswith("_request"))):
+        return True
+    return skip
+
+
+def setup(app):
+    app.connect("autodoc-skip-member", _skip_sklearn_routing)
