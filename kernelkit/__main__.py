@@ -1,4 +1,4 @@
-"""Command line: ``python -m kernelkit demo`` and ``python -m kernelkit info``."""
+"""Command line of kernelkit: python -m kernelkit demo | info."""
 
 import argparse
 import platform

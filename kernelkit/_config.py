@@ -1,37 +1,21 @@
-"""Global configuration: compute backend and working memory.
+"""Configuration: compute backend and working memory.
 
 Mirrors :func:`sklearn.set_config` / :func:`sklearn.get_config` /
-:func:`sklearn.config_context`, with a thread-local state so that one thread's
-``config_context`` does not leak into another's.
+:func:`sklearn.config_context`. :func:`set_config` changes the process-wide
+defaults (seen by every thread); :func:`config_context` overrides them for the
+current thread only, inside a ``with`` block. New processes (e.g. joblib's loky
+workers in ``GridSearchCV(n_jobs=...)``) start from the defaults, read from the
+environment variables ``KERNELKIT_BACKEND`` and ``KERNELKIT_WORKING_MEMORY`` when
+set: to choose an engine for parallel searches, pass ``backend=`` to the estimator
+or set the environment variable.
 """
 
+import os
 import threading
 from contextlib import contextmanager
 from numbers import Real
 
 BACKEND_NAMES = ("auto", "numpy", "numba", "cupy")
-
-_DEFAULTS = {"backend": "auto", "working_memory": 256}
-_local = threading.local()
-
-
-def _state():
-    if not hasattr(_local, "config"):
-        _local.config = dict(_DEFAULTS)
-    return _local.config
-
-
-def get_config():
-    """Return a copy of the current kernelkit configuration.
-
-    Returns
-    -------
-    config : dict
-        ``{"backend": str, "working_memory": float}``. ``backend`` is one of
-        ``"auto"``, ``"numpy"``, ``"numba"``, ``"cupy"``; ``working_memory`` is the
-        memory budget, in MiB, of one block of a kernel matrix computed blockwise.
-    """
-    return dict(_state())
 
 
 def _check_backend_name(backend, name="backend"):
@@ -51,8 +35,49 @@ def _check_working_memory(working_memory):
         )
 
 
+def _defaults_from_environment():
+    config = {"backend": os.environ.get("KERNELKIT_BACKEND", "auto"), "working_memory": 256}
+    _check_backend_name(config["backend"], "KERNELKIT_BACKEND")
+    if "KERNELKIT_WORKING_MEMORY" in os.environ:
+        try:
+            config["working_memory"] = float(os.environ["KERNELKIT_WORKING_MEMORY"])
+        except ValueError:
+            raise ValueError("KERNELKIT_WORKING_MEMORY must be a number of MiB, got "
+                             f"{os.environ['KERNELKIT_WORKING_MEMORY']!r}.") from None
+        _check_working_memory(config["working_memory"])
+    return config
+
+
+_global = _defaults_from_environment()
+_local = threading.local()  # per-thread overrides from config_context
+
+
+def get_config():
+    """Return a copy of the configuration in force in this thread.
+
+    Returns
+    -------
+    config : dict
+        ``{"backend": str, "working_memory": float}``. ``backend`` is one of
+        ``"auto"``, ``"numpy"``, ``"numba"``, ``"cupy"``; ``working_memory`` is the
+        memory budget, in MiB, of the blocks of a kernel matrix computed blockwise.
+    """
+    return {**_global, **getattr(_local, "overrides", {})}
+
+
+def _validated(backend, working_memory):
+    changes = {}
+    if backend is not None:
+        _check_backend_name(backend)
+        changes["backend"] = backend
+    if working_memory is not None:
+        _check_working_memory(working_memory)
+        changes["working_memory"] = working_memory
+    return changes
+
+
 def set_config(backend=None, working_memory=None):
-    """Set the global kernelkit configuration.
+    """Set the process-wide kernelkit configuration (every thread sees it).
 
     Parameters
     ----------
@@ -61,8 +86,8 @@ def set_config(backend=None, working_memory=None):
         ``"auto"`` picks CuPy for CuPy input arrays, else Numba when installed, else
         NumPy. None leaves the setting unchanged.
     working_memory : float, default=None
-        Budget in MiB for one block of a kernel matrix (as scikit-learn's
-        ``working_memory``). Kernel matrix-vector products and predictions never
+        Budget in MiB for the blocks of a kernel matrix (as scikit-learn's
+        ``working_memory``): kernel matrix-vector products and predictions never
         hold more than about this much kernel matrix at once. None leaves it unchanged.
 
     Raises
@@ -70,18 +95,12 @@ def set_config(backend=None, working_memory=None):
     ValueError
         If ``backend`` is not a known name or ``working_memory`` is not positive.
     """
-    state = _state()
-    if backend is not None:
-        _check_backend_name(backend)
-        state["backend"] = backend
-    if working_memory is not None:
-        _check_working_memory(working_memory)
-        state["working_memory"] = working_memory
+    _global.update(_validated(backend, working_memory))
 
 
 @contextmanager
 def config_context(*, backend=None, working_memory=None):
-    """Temporarily change the kernelkit configuration inside a ``with`` block.
+    """Override the configuration in the current thread inside a ``with`` block.
 
     Parameters
     ----------
@@ -94,6 +113,11 @@ def config_context(*, backend=None, working_memory=None):
     ------
     None
 
+    Raises
+    ------
+    ValueError
+        As :func:`set_config`.
+
     Examples
     --------
     >>> import kernelkit
@@ -101,10 +125,10 @@ def config_context(*, backend=None, working_memory=None):
     ...     kernelkit.get_config()["backend"]
     'numpy'
     """
-    old = get_config()
-    set_config(backend=backend, working_memory=working_memory)
+    changes = _validated(backend, working_memory)
+    old = getattr(_local, "overrides", {})
+    _local.overrides = {**old, **changes}
     try:
         yield
     finally:
-        _state().clear()
-        _state().update(old)
+        _local.overrides = old

@@ -60,7 +60,7 @@ class _KernelRidgeBase(BaseEstimator):
         alpha = _check_alpha(self.alpha, n_targets)
         K = self._kernel_matrix(X, None)
         if sample_weight is not None:
-            sw = np.sqrt(_check_sample_weight(sample_weight, X))
+            sw = np.sqrt(_check_sample_weight(sample_weight, X, ensure_non_negative=True))
             K = K * np.outer(sw, sw)
             Y = Y * (sw if Y.ndim == 1 else sw[:, None])
         dual = solve_ridge(K, Y, alpha)
@@ -90,11 +90,11 @@ class _KernelRidgeBase(BaseEstimator):
 
 
 _KERNEL_PARAMS_DOC = """
-    kernel : str, Kernel or callable, default="rbf"
+    kernel : str, Kernel or callable, default="linear"
         A name ({names}), a :class:`kernelkit.kernels.Kernel`, ``"precomputed"``
         (``X`` is then the kernel matrix), or a callable ``f(X, Y) -> (n_X, n_Y)``
-        evaluated on the host. A Kernel object's parameters are tunable as
-        ``kernel__<name>`` in a grid search.
+        evaluated on the host (the default, ``"linear"``, is scikit-learn's). A Kernel
+        object's parameters are tunable as ``kernel__<name>`` in a grid search.
     gamma : float, default=None
         Kernel scale for rbf, laplacian, matern and polynomial; None means ``1 / n_features``.
     degree : float, default=3
@@ -164,7 +164,7 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
     (2,)
     """
 
-    def __init__(self, alpha=1.0, *, kernel="rbf", gamma=None, degree=3, coef0=1,
+    def __init__(self, alpha=1.0, *, kernel="linear", gamma=None, degree=3, coef0=1,
                  kernel_params=None, backend=None):
         self.alpha = alpha
         self.kernel = kernel
@@ -180,7 +180,7 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            Training data (the kernel matrix when ``kernel="precomputed"``).
+            Training data (for ``KernelRidge(kernel="precomputed")``: the kernel matrix).
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
         sample_weight : array-like of shape (n_samples,), default=None
 

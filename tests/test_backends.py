@@ -130,15 +130,39 @@ def test_cupy_without_gpu_is_a_clear_error():
         kernelkit.NTKRidge(backend="cupy").fit(np.eye(3), np.ones(3))
 
 
-def test_config_is_thread_local():
+def test_config_context_is_thread_local_and_set_config_global():
     import threading
 
     seen = []
+
+    def look():
+        seen.append(kernelkit.get_config()["backend"])
+
     with kernelkit.config_context(backend="numpy"):
-        t = threading.Thread(target=lambda: seen.append(kernelkit.get_config()["backend"]))
+        t = threading.Thread(target=look)
         t.start()
         t.join()
-    assert seen == ["auto"]
+    kernelkit.set_config(backend="numpy")
+    try:
+        t = threading.Thread(target=look)
+        t.start()
+        t.join()
+        with kernelkit.config_context(working_memory=4):
+            assert kernelkit.get_config() == {"backend": "numpy", "working_memory": 4}
+    finally:
+        kernelkit.set_config(backend="auto")
+    assert seen == ["auto", "numpy"]
+
+
+def test_environment_defaults(monkeypatch):
+    from kernelkit import _config
+
+    monkeypatch.setenv("KERNELKIT_BACKEND", "numpy")
+    monkeypatch.setenv("KERNELKIT_WORKING_MEMORY", "64")
+    assert _config._defaults_from_environment() == {"backend": "numpy", "working_memory": 64.0}
+    monkeypatch.setenv("KERNELKIT_BACKEND", "tpu")
+    with pytest.raises(ValueError, match="KERNELKIT_BACKEND"):
+        _config._defaults_from_environment()
 
 
 def test_kernel_spec_is_plain_data():

@@ -11,7 +11,7 @@ def test_demo_on_breast_cancer():
                                           "sklearn SVC (rbf)"}
     ntk = next(r for r in rows if r["model"] == "kernelkit NTKRidgeClassifier")
     assert ntk["test_score"] > 0.93
-    assert len(lines) == 2 + len(rows)
+    assert len(lines) == 3 + len(rows)
 
 
 def test_info_command(capsys):

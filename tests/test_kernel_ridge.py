@@ -49,7 +49,7 @@ def test_multi_output_alpha_per_target_and_sample_weight(reg_data):
     X, y, X_test = reg_data
     Y = np.column_stack([y, y**2])
     sw = np.random.default_rng(0).uniform(0.5, 2.0, len(y))
-    ours = KernelRidge(alpha=[0.1, 1.0], gamma=0.05).fit(X, Y, sample_weight=sw)
+    ours = KernelRidge(alpha=[0.1, 1.0], kernel="rbf", gamma=0.05).fit(X, Y, sample_weight=sw)
     ref = SkKernelRidge(alpha=[0.1, 1.0], kernel="rbf", gamma=0.05).fit(X, Y, sample_weight=sw)
     assert ours.predict(X_test).shape == (60, 2)
     assert_allclose(ours.predict(X_test), ref.predict(X_test), rtol=1e-7, atol=1e-10)
@@ -96,7 +96,7 @@ def test_multiclass_decision_shape():
     from sklearn.datasets import load_iris
 
     X, y = load_iris(return_X_y=True)
-    clf = KernelRidgeClassifier(alpha=0.1, gamma=0.5).fit(X, y)
+    clf = KernelRidgeClassifier(alpha=0.1, kernel="rbf", gamma=0.5).fit(X, y)
     assert clf.decision_function(X).shape == (150, 3)
     assert clf.score(X, y) > 0.9
 

@@ -75,3 +75,14 @@ def test_bad_input_leaves_user_arrays_alone():
     with pytest.raises(ValueError):
         NTKRidge().fit(Xn, y)
     np.testing.assert_array_equal(Xn, before)
+
+
+def test_overflowing_inputs_and_negative_weights_are_named():
+    big = X * 1e160
+    for k in (NTK(), RBF(), Polynomial()):
+        with pytest.raises(ValueError, match="X has values too large"):
+            k(big)
+        with pytest.raises(ValueError, match="Y has values too large"):
+            k(X, big)
+    with pytest.raises(ValueError, match="Negative values in data passed to `sample_weight`"):
+        NTKRidge().fit(X, y, sample_weight=np.linspace(-1, 1, 10))
