@@ -178,6 +178,11 @@ class ArrayBackend:
         name, p = spec
         Xf = xp.asarray(X, dtype=xp.float64)
         Yf = Xf if Y is None else xp.asarray(Y, dtype=xp.float64)
+        for A, arg in ((Xf, "X"), (Yf, "Y")):
+            # |x|^2 and x.y overflow float64 past ~1e154: fail loudly, not with inf/NaN values
+            if not bool(xp.isfinite(xp.max(xp.abs(A)) ** 2 * A.shape[1])):
+                raise ValueError(f"{arg} has values too large in magnitude for float64 kernel "
+                                 "arithmetic (squared norms overflow); rescale it.")
         if name in DISTANCE_KERNELS or name == "laplacian":
             # Distances are translation invariant: centering removes the large common
             # offset whose squares would cancel in |x|^2 + |y|^2 - 2 x.y.
