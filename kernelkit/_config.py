@@ -12,10 +12,12 @@ or set the environment variable.
 
 import os
 import threading
+import warnings
 from contextlib import contextmanager
 from numbers import Real
 
 BACKEND_NAMES = ("auto", "numpy", "numba", "cupy")
+MAX_WORKING_MEMORY = 2.0**30  # MiB (1 PiB): beyond it block sizes stop being numbers
 
 
 def _check_backend_name(backend, name="backend"):
@@ -27,28 +29,47 @@ def _check_working_memory(working_memory):
     if (
         isinstance(working_memory, bool)
         or not isinstance(working_memory, Real)
-        or not working_memory > 0
-        or working_memory == float("inf")
+        or not 0 < working_memory <= MAX_WORKING_MEMORY
     ):
-        raise ValueError(
-            f"working_memory must be a positive finite number of MiB, got {working_memory!r}."
-        )
+        raise ValueError(f"working_memory must be a number of MiB in (0, {MAX_WORKING_MEMORY:g}]"
+                         f", got {working_memory!r}.")
 
 
 def _defaults_from_environment():
-    config = {"backend": os.environ.get("KERNELKIT_BACKEND", "auto"), "working_memory": 256}
-    _check_backend_name(config["backend"], "KERNELKIT_BACKEND")
-    if "KERNELKIT_WORKING_MEMORY" in os.environ:
+    """Defaults, from KERNELKIT_BACKEND / KERNELKIT_WORKING_MEMORY when set.
+
+    Raises
+    ------
+    ValueError
+        If a variable is set to an invalid value (the message names it).
+    """
+    config = {"backend": "auto", "working_memory": 256}
+    backend = os.environ.get("KERNELKIT_BACKEND")
+    if backend is not None:
+        if backend not in BACKEND_NAMES:
+            raise ValueError(f"environment variable KERNELKIT_BACKEND must be one of "
+                             f"{BACKEND_NAMES}, got {backend!r}.")
+        config["backend"] = backend
+    memory = os.environ.get("KERNELKIT_WORKING_MEMORY")
+    if memory is not None:
         try:
-            config["working_memory"] = float(os.environ["KERNELKIT_WORKING_MEMORY"])
+            config["working_memory"] = float(memory)
+            _check_working_memory(config["working_memory"])
         except ValueError:
-            raise ValueError("KERNELKIT_WORKING_MEMORY must be a number of MiB, got "
-                             f"{os.environ['KERNELKIT_WORKING_MEMORY']!r}.") from None
-        _check_working_memory(config["working_memory"])
+            raise ValueError("environment variable KERNELKIT_WORKING_MEMORY must be a number "
+                             f"of MiB in (0, {MAX_WORKING_MEMORY:g}], got {memory!r}.") from None
     return config
 
 
-_global = _defaults_from_environment()
+def _initial_config():
+    try:
+        return _defaults_from_environment()
+    except ValueError as exc:  # a bad variable must not make `import kernelkit` fail
+        warnings.warn(f"{exc} Using the defaults.", RuntimeWarning, stacklevel=2)
+        return {"backend": "auto", "working_memory": 256}
+
+
+_global = _initial_config()
 _local = threading.local()  # per-thread overrides from config_context
 
 

@@ -20,13 +20,14 @@ from .utils._linalg import solve_ridge
 
 
 def _check_alpha(alpha, n_targets):
-    a = np.atleast_1d(np.asarray(alpha, dtype=np.float64) if not isinstance(alpha, str) else alpha)
-    if a.dtype.kind != "f" or a.ndim != 1 or not np.all(np.isfinite(a)) or np.any(a < 0):
+    a = np.atleast_1d(np.asarray(alpha))
+    if a.dtype.kind not in "iuf" or a.ndim != 1 or not np.all(np.isfinite(a)) or np.any(a < 0):
         raise ValueError(f"alpha must be a non-negative finite number or an array of them, "
                          f"got {alpha!r}.")
     if a.size not in (1, n_targets):
         raise ValueError(f"alpha has {a.size} values but y has {n_targets} targets; give one "
                          "alpha or one per target.")
+    a = a.astype(np.float64)
     return a if a.size > 1 else float(a[0])
 
 
@@ -59,6 +60,9 @@ class _KernelRidgeBase(BaseEstimator):
         n_targets = 1 if Y.ndim == 1 else Y.shape[1]
         alpha = _check_alpha(self.alpha, n_targets)
         K = self._kernel_matrix(X, None)
+        if not np.all(np.isfinite(K)):
+            raise ValueError("the kernel matrix of X has NaN or infinite entries; check the "
+                             "kernel parameters (e.g. a fractional degree of a negative base).")
         if sample_weight is not None:
             sw = np.sqrt(_check_sample_weight(sample_weight, X, ensure_non_negative=True))
             K = K * np.outer(sw, sw)

@@ -169,3 +169,52 @@ def test_kernel_spec_is_plain_data():
     s = RBF(0.5).spec(3)
     assert s == KernelSpec("rbf", (0.5,))
     assert RBF().spec(4) == KernelSpec("rbf", (0.25,))
+
+
+def test_forked_child_can_use_the_thread_pool(rng):
+    import multiprocessing as mp
+
+    X = rng.standard_normal((3000, 5))
+    with kernelkit.config_context(backend="numba"):
+        K = RBF()(X)  # the parent's pool is running now
+        with mp.get_context("fork").Pool(1) as pool:
+            child = pool.apply_async(_rbf_sum, (X,)).get(timeout=120)
+    assert_allclose(child, K.sum(), rtol=1e-12)
+
+
+def _rbf_sum(X):
+    with kernelkit.config_context(backend="numba"):
+        return RBF()(X).sum()
+
+
+def test_concurrent_calls_restore_blas_threads(rng):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_info
+
+    before = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    X = rng.standard_normal((200, 5))
+    with ThreadPoolExecutor(4) as ex:
+        results = list(ex.map(lambda _: RBF()(X), range(200)))
+    assert all(np.array_equal(r, results[0]) for r in results)
+    after = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    assert after == before
+
+
+def test_reference_engine_symmetric_across_blocks(rng):
+    X = rng.standard_normal((50, 10))
+    with kernelkit.config_context(backend="numpy", working_memory=7 * 50 * 8 / 2**20):
+        for k in (Linear(), RBF(), NTK(depth=2), Cosine(), Polynomial()):
+            K = k(X)
+            assert np.array_equal(K, K.T)
+
+
+def test_extreme_parameters_stay_finite(rng):
+    X = rng.standard_normal((5, 3))
+    assert_allclose(np.diag(Matern(1e308, 0.5)(X)), 1.0)
+    big = np.array([[1e8], [2e8], [-1e8]])
+    for cls in (NTK, NNGP):
+        k = cls(activation="erf")
+        K = k(big)
+        assert np.all(np.isfinite(K))
+        assert_allclose(np.diag(K), k.diag(big), rtol=1e-6)

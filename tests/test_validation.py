@@ -86,3 +86,34 @@ def test_overflowing_inputs_and_negative_weights_are_named():
             k(X, big)
     with pytest.raises(ValueError, match="Negative values in data passed to `sample_weight`"):
         NTKRidge().fit(X, y, sample_weight=np.linspace(-1, 1, 10))
+
+
+def test_overflow_check_uses_actual_norms():
+    A = np.ones((3, 1000))
+    A[0, 0] = 1e153  # |a|^2 = 1e306: representable
+    assert np.all(np.isfinite(RBF()(A)))
+    with pytest.raises(ValueError, match="X has values too large"):
+        NTK().diag(X * 1e200)
+
+
+@pytest.mark.parametrize("params, match", [
+    ({"alpha": True}, "alpha"), ({"alpha": 1j}, "alpha"), ({"alpha": "1"}, "alpha")])
+def test_alpha_types(params, match):
+    with pytest.raises(ValueError, match=match):
+        NTKRidge(**params).fit(X, y)
+
+
+def test_parameter_types_are_named():
+    with pytest.raises(ValueError, match="nu"):
+        Matern(nu=np.array([1.5, 2.5]))(X)
+    with pytest.raises(ValueError, match="activation"):
+        NTK(activation=np.array(["relu"]))(X)
+    with pytest.raises(ValueError, match="working_memory"):
+        import kernelkit
+
+        kernelkit.set_config(working_memory=1e303)
+
+
+def test_non_finite_kernel_matrix_is_an_error_in_fit():
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        KernelRidge(kernel="poly", degree=0.5, coef0=-5).fit(X, y)

@@ -47,8 +47,9 @@ class ArrayBackend:
     """
 
     name = "array"
-    # True when the engine computes only the lower triangle of k(X, X) and mirrors it.
-    triangular = False
+    # k(X, X) is computed as its lower triangle and mirrored: half the work, and
+    # exactly symmetric whatever the blocks.
+    triangular = True
 
     def __init__(self, xp):
         self.xp = xp
@@ -137,6 +138,7 @@ class ArrayBackend:
         name, p = spec
         if name in DISTANCE_KERNELS or name == "laplacian":
             return xp.ones(X.shape[0], dtype=xp.float64)
+        self._check_norms(X, "X")
         sq = xp.sum(X * X, axis=1)
         if name == "linear":
             return sq
@@ -149,12 +151,37 @@ class ArrayBackend:
         _, nngp, ntk = nn_row_stats(xp, sq, int(depth), act, w2, b2, 1.0 / X.shape[1])
         return ntk if name == "ntk" else nngp
 
+    def leverage_loops(self):
+        """Host module of the ridge-leverage-score samplers' sequential loops.
+
+        ``thin`` (binomial thinning by inverse CDF), ``uniforms`` (counter-based
+        uniforms) and ``ink_steps`` (INK-ESTIMATE's per-point loop); this reference
+        engine returns the NumPy versions (:mod:`._leverage_loops`), the Numba engine
+        compiled ones with the same signatures.
+        """
+        from . import _leverage_loops
+
+        return _leverage_loops
+
     # ---------------------------------------------------------------- driver
     def _out_dtype(self, X, Y):
         xp = self.xp
         if X.dtype == xp.float32 and (Y is None or Y.dtype == xp.float32):
             return xp.float32
         return xp.float64
+
+    def _check_norms(self, A, name):
+        """Raise if a squared norm ``|a|^2`` (hence ``a.b``) overflows float64.
+
+        Computed on the rows scaled by the largest magnitude, so the check itself
+        cannot overflow.
+        """
+        xp = self.xp
+        big = float(xp.max(xp.abs(A))) if A.size else 0.0
+        if big > 1e150 and math.log(big) * 2 + math.log(
+                float(xp.max(xp.sum((A / big) ** 2, axis=1)))) >= math.log(1.7e308):
+            raise ValueError(f"{name} has values too large in magnitude for float64 kernel "
+                             "arithmetic (squared norms overflow); rescale it.")
 
     def _budget_rows(self, ncols):
         """Rows of a float64 block of ``ncols`` columns that fit in ``working_memory``."""
@@ -179,10 +206,7 @@ class ArrayBackend:
         Xf = xp.asarray(X, dtype=xp.float64)
         Yf = Xf if Y is None else xp.asarray(Y, dtype=xp.float64)
         for A, arg in ((Xf, "X"), (Yf, "Y")):
-            # |x|^2 and x.y overflow float64 past ~1e154: fail loudly, not with inf/NaN values
-            if not bool(xp.isfinite(xp.max(xp.abs(A)) ** 2 * A.shape[1])):
-                raise ValueError(f"{arg} has values too large in magnitude for float64 kernel "
-                                 "arithmetic (squared norms overflow); rescale it.")
+            self._check_norms(A, arg)
         if name in DISTANCE_KERNELS or name == "laplacian":
             # Distances are translation invariant: centering removes the large common
             # offset whose squares would cancel in |x|^2 + |y|^2 - 2 x.y.
@@ -262,7 +286,7 @@ class ArrayBackend:
         # Where |x|^2 + |y|^2 - 2 x.y cancels (near-duplicate points), recompute the
         # distance from the coordinates: sqrt(d2) would amplify the rounding error.
         i, j = xp.nonzero(d2 <= CANCELLATION * (sx[:, None] + sy[None, :]))
-        d2[i, j] = xp.sum((Xb[i] - Yb[j]) ** 2, axis=1)
+        d2[i, j] = self._pair_sqdist(Xb, Yb, i, j)
         if self_offset >= 0:
             d2[self._self_pairs(block, self_offset)] = 0.0
         dst[...] = stationary_from_sqdist(xp, code, d2, gamma)
@@ -301,7 +325,7 @@ class ArrayBackend:
                 T = T * factor
             else:  # erf (Williams 1997)
                 den = a * b
-                T = T * ((4.0 / math.pi) / xp.sqrt(den - 4.0 * K * K))
+                T = T * ((4.0 / math.pi) / xp.sqrt(erf_gap(xp, a, b, K)))
                 K = (2.0 / math.pi) * xp.arcsin(xp.clip(2.0 * K / xp.sqrt(den), -1.0, 1.0))
         K = w2 * K + b2
         dst[...] = K + w2 * T if want_ntk else K
@@ -312,12 +336,23 @@ class ArrayBackend:
         p = s0x[:, None] * s0y[None, :]
         D = xp.maximum(p - K, 0.0)
         i, j = xp.nonzero((K > (1.0 - CANCELLATION) * p) & (p > 0))
-        u = Xb[i] / (s0x[i, None])
-        v = Yb[j] / (s0y[j, None])
-        D[i, j] = p[i, j] * xp.sum((u - v) ** 2, axis=1) * (0.5 / Xb.shape[1])
+        D[i, j] = p[i, j] * self._pair_sqdist(Xb, Yb, i, j, s0x, s0y) * (0.5 / Xb.shape[1])
         if self_offset >= 0:
             D[self._self_pairs(D, self_offset)] = 0.0
         return D
+
+    def _pair_sqdist(self, A, B, i, j, sa=None, sb=None):
+        """``||A[i]/sa[i] - B[j]/sb[j]||^2`` for index pairs, in chunks within working_memory."""
+        xp = self.xp
+        out = xp.empty(i.shape[0], dtype=xp.float64)
+        step = self._budget_rows(2 * A.shape[1])
+        for s in range(0, i.shape[0], step):
+            ii, jj = i[s : s + step], j[s : s + step]
+            a, b = A[ii], B[jj]
+            if sa is not None:
+                a, b = a / sa[ii, None], b / sb[jj, None]
+            out[s : s + step] = xp.sum((a - b) ** 2, axis=1)
+        return out
 
     def _laplacian(self, Xb, Yb, gamma, block, self_offset, tri):
         xp = self.xp
@@ -334,6 +369,53 @@ class ArrayBackend:
         upper = self.xp.triu_indices(r1 - r0, 1)
         sub[upper] = sub.T[upper]
 
+    # ------------------------------------- kernel thinning loops (kernelkit.thinning)
+    # Sequential loops over host (NumPy) arrays that hold kernel blocks computed by
+    # ``pairwise``; see :mod:`kernelkit.backend._thinning`. This class runs the NumPy
+    # reference; the Numba engine overrides the two loops with compiled copies.
+    def kt_pairwise(self, spec, X, Y=None):
+        """Kernel block for thinning: ``pairwise`` here; engines may use a faster path.
+
+        Same values as :meth:`pairwise` (to rounding), float64.
+        """
+        return self.pairwise(spec, X, Y)
+
+    def kt_split_chunk(self, kmat, ri, ci, i0, i1, sign, uniforms, state, log_mult, acc,
+                       wb):
+        """KT-SPLIT's halving walk over pairs ``i0 .. i1 - 1`` of one coreset.
+
+        See :func:`kernelkit.backend._thinning.split_chunk` (arguments and return value).
+        """
+        from ._thinning import split_chunk
+
+        return split_chunk(kmat, ri, ci, i0, i1, sign, uniforms, state, log_mult, acc, wb)
+
+    def kt_refine_steps(self, stat, rows, row_index, base, full, coreset, t0, t1, counts,
+                        unique, scale, spec=None, X=None):
+        """KT-SWAP's greedy refinement over coreset slots ``t0 .. t1 - 1``.
+
+        See :func:`kernelkit.backend._thinning.refine_steps` (arguments and return value).
+        ``spec`` and the pool's points ``X`` let an engine compute the rows of swapped-in
+        points itself instead of returning them to the caller; this one does not.
+        """
+        from ._thinning import refine_steps
+
+        return refine_steps(stat, rows, row_index, base, full, coreset, t0, t1, counts,
+                            unique, scale)
+
+    def kt_power_block(self, name, params, X, Y):
+        """Host float64 block of a power kernel without an engine spec.
+
+        See :func:`kernelkit.backend._thinning.power_block`; ``X``, ``Y`` may be arrays
+        of this engine (copied to the host).
+        """
+        import numpy
+
+        from ._thinning import power_block
+
+        return power_block(name, params, numpy.asarray(self.to_host(X), dtype=numpy.float64),
+                           numpy.asarray(self.to_host(Y), dtype=numpy.float64))
+
 
 def stationary_from_sqdist(xp, code, d2, gamma):
     """Stationary kernel value from squared Euclidean distance ``d2`` (reference).
@@ -344,7 +426,7 @@ def stationary_from_sqdist(xp, code, d2, gamma):
     """
     if code == 0:
         return xp.exp(-gamma * d2)
-    r = xp.sqrt(d2) * math.sqrt(2.0 * gamma)
+    r = xp.sqrt(2.0 * (gamma * d2))  # this order: no 0 * inf when gamma is huge
     if code == 1:
         return xp.exp(-r)
     if code == 2:
@@ -427,6 +509,17 @@ def relu_layer(xp, K, D, p):
     D_new = xp.where(pos, p * (math.pi * omc - smtc) / (2 * math.pi), 0.0)
     factor = xp.where(pos, (math.pi - th) / (2 * math.pi), 0.25)
     return K_new, D_new, factor
+
+
+def erf_gap(xp, a, b, K):
+    """``(1 + 2 q_x)(1 + 2 q_y) - 4 K^2`` for ``a = 1 + 2 q_x``, ``b = 1 + 2 q_y``.
+
+    Written as ``a + b - 1 + 4 (p - K)(p + K)`` with ``p = sqrt(q_x q_y) >= |K|``: the
+    leading terms are positive and the product is clipped at 0, so large inputs
+    (``q ~ 1e16``) no longer cancel to 0 or below.
+    """
+    p = 0.5 * xp.sqrt((a - 1.0) * (b - 1.0))
+    return a + b - 1.0 + 4.0 * xp.maximum((p - K) * (p + K), 0.0)
 
 
 def affine_defect(K, D, sa, sb, w2, b2, p_new, K_new):

@@ -8,7 +8,6 @@ element-wise kernels whose NumPy reference is the corresponding
 :class:`ArrayBackend` method; they are used only when ``xp`` is CuPy.
 """
 
-import math
 
 from ._array import CANCELLATION, NEAR_PARALLEL, ArrayBackend
 
@@ -16,7 +15,7 @@ from ._array import CANCELLATION, NEAR_PARALLEL, ArrayBackend
 # block, read and overwritten in place)
 _STATIONARY_PARAMS = (
     "raw float64 sx, raw float64 sy, raw float64 X, raw float64 Y, int64 m, "
-    "int64 d, int32 code, float64 gamma, float64 inv_ell, int64 self_offset, "
+    "int64 d, int32 code, float64 gamma, int64 self_offset, "
     "float64 cancellation")
 
 _NN_PARAMS = (
@@ -39,7 +38,7 @@ if (self_offset >= 0 && col == self_offset + row) d2 = 0.0;
 if (code == 0) {
     g = exp(-gamma * d2);
 } else {
-    const double r = sqrt(d2) * inv_ell;
+    const double r = sqrt(2.0 * (gamma * d2));
     if (code == 1) {
         g = exp(-r);
     } else if (code == 2) {
@@ -77,7 +76,8 @@ for (int l = 1; l <= depth; ++l) {
     if (act == 0) {
         const double scale = l == 1 ? 1.0 : 0.7071067811865476;
         const double sa = sx[row * S + l - 1] * scale, sb = sy[col * S + l - 1] * scale;
-        const double num = w2 * w2 * dd * (sa * sb + k) + w2 * b2 * ((sa - sb) * (sa - sb) + 2.0 * dd);
+        const double num = w2 * w2 * dd * (sa * sb + k)
+                           + w2 * b2 * ((sa - sb) * (sa - sb) + 2.0 * dd);
         dd = k_new > 0.0 ? num / (p_new + k_new) : p_new - k_new;
     }
     k = k_new;
@@ -95,7 +95,8 @@ for (int l = 1; l <= depth; ++l) {
                 c = 1.0 - omc;
                 sn = sin(th);
                 const double t2 = th * th;
-                smtc = th * t2 * (1.0 / 3.0 - t2 * (1.0 / 30.0 - t2 * (1.0 / 840.0 - t2 / 45360.0)));
+                smtc = th * t2 * (1.0 / 3.0 - t2 * (1.0 / 30.0
+                                                    - t2 * (1.0 / 840.0 - t2 / 45360.0)));
             } else {
                 c = fmin(1.0, fmax(-1.0, k / p));
                 th = acos(c);
@@ -108,7 +109,9 @@ for (int l = 1; l <= depth; ++l) {
             t *= (PI - th) * (0.5 / PI);
         }
     } else {
-        t *= (4.0 / PI) / sqrt(p_new - 4.0 * k * k);
+        const double a = sx[row * S + l], b = sy[col * S + l];
+        const double pq = 0.5 * sqrt((a - 1.0) * (b - 1.0));
+        t *= (4.0 / PI) / sqrt(a + b - 1.0 + 4.0 * fmax((pq - k) * (pq + k), 0.0));
         k = (2.0 / PI) * asin(fmin(1.0, fmax(-1.0, 2.0 * k / sqrt(p_new))));
     }
 }
@@ -158,7 +161,7 @@ class CupyBackend(ArrayBackend):
         xp = self.xp
         self._kernel("stationary")(sx, sy, xp.ascontiguousarray(Xb).ravel(),
                                    xp.ascontiguousarray(Yb).ravel(), block.shape[1], Xb.shape[1],
-                                   code, float(gamma), math.sqrt(2.0 * gamma), self_offset,
+                                   code, float(gamma), self_offset,
                                    CANCELLATION, block)
         if dst is not block:
             dst[...] = block

@@ -31,10 +31,10 @@ def _row_end(i, m, self_offset, tri):
 
 
 @nb.njit(inline="always", cache=True)
-def _stationary_value(code, d2, gamma, inv_ell):
+def _stationary_value(code, d2, gamma):
     if code == 0:
         return math.exp(-gamma * d2)
-    r = math.sqrt(d2) * inv_ell
+    r = math.sqrt(2.0 * (gamma * d2))  # this order: no 0 * inf when gamma is huge
     if code == 1:
         return math.exp(-r)
     if code == 2:
@@ -53,7 +53,6 @@ def stationary_inplace(code, block, dst, sx, sy, gamma, self_offset, tri, X, Y):
     """
     n, m = block.shape
     d = X.shape[1]
-    inv_ell = math.sqrt(2.0 * gamma)
     for i in range(n):
         xi = sx[i]
         me = self_offset + i if self_offset >= 0 else -1
@@ -65,7 +64,7 @@ def stationary_inplace(code, block, dst, sx, sy, gamma, self_offset, tri, X, Y):
                     d2 += (X[i, k] - Y[j, k]) ** 2
             if j == me:
                 d2 = 0.0
-            dst[i, j] = _stationary_value(code, d2, gamma, inv_ell)
+            dst[i, j] = _stationary_value(code, d2, gamma)
 
 
 @nb.njit(nogil=True, cache=True)
@@ -219,7 +218,9 @@ def nn_activate(K, D, T, TH, sx, sy, layer, relu):
                 D[i, j] = p * (_PI * omc - smtc) * (0.5 / _PI)
                 T[i, j] *= (_PI - th) * (0.5 / _PI)
             else:
-                T[i, j] *= (4.0 / _PI) / math.sqrt(a * b - 4.0 * k * k)
+                p = 0.5 * math.sqrt((a - 1.0) * (b - 1.0))  # erf_gap in ._array
+                gap = a + b - 1.0 + 4.0 * max((p - k) * (p + k), 0.0)
+                T[i, j] *= (4.0 / _PI) / math.sqrt(gap)
                 K[i, j] = (2.0 / _PI) * TH[i, j]
 
 
@@ -265,7 +266,11 @@ def _n_workers():
         return max(1, os.cpu_count() or 1)
 
 
+_KT_DIRECT = {"rbf": 0, "matern": None, "laplacian": 4}  # kt_pairwise's direct path
+_KT_DIRECT_MAX_D = 16
 _POOL = {}
+# A forked child inherits the pool object but not its threads: start a new one there.
+os.register_at_fork(after_in_child=_POOL.clear)
 _CACHE_BLOCK_BYTES = 8 * 2**20  # a block that stays in cache between its GEMM and its pass
 _NN_CHUNK_BYTES = 2**19  # rows of one NTK stage buffer (four of them per worker)
 
@@ -274,7 +279,12 @@ class NumbaBackend(NumpyBackend):
     """CPU engine: BLAS for products, fused parallel Numba passes for the rest."""
 
     name = "numba"
-    triangular = True
+
+    def leverage_loops(self):
+        """Compiled sequential loops of the leverage-score samplers (:mod:`._numba_leverage`)."""
+        from . import _numba_leverage
+
+        return _numba_leverage
 
     def _stationary(self, code, block, dst, sx, sy, gamma, self_offset, tri, Xb, Yb):
         if code == 0:  # Gaussian: compiled distance pass, then NumPy's vectorised exp
@@ -315,6 +325,57 @@ class NumbaBackend(NumpyBackend):
     def _mirror_rows(self, out, r0, r1):
         mirror_rows(out, r0, r1)
 
+    # kernel thinning (reference: ArrayBackend.kt_pairwise / kt_split_chunk / kt_refine_steps)
+    def kt_pairwise(self, spec, X, Y=None):
+        """Stationary kernels of few features from the coordinates, threaded by row blocks.
+
+        With ``d <= 16`` features the GEMM behind :meth:`pairwise` is memory-bound (its
+        inner dimension is tiny); a direct pass over the coordinates is several times
+        faster and exact for near-duplicate points. Other kernels: :meth:`pairwise`.
+        """
+        name, p = spec
+        if name not in _KT_DIRECT or X.shape[1] > _KT_DIRECT_MAX_D:
+            return self.pairwise(spec, X, Y)
+        from ._array import STATIONARY_CODES
+        from ._numba_thinning import stationary_rows
+
+        code = _KT_DIRECT[name] if name != "matern" else STATIONARY_CODES[("matern", p[1])]
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        Yt = np.ascontiguousarray((X if Y is None else Y).T, dtype=np.float64)
+        out = np.empty((X.shape[0], Yt.shape[1]))
+        gamma = float(p[0])
+
+        def job(r0, r1, scratch):
+            stationary_rows(code, X[r0:r1], Yt, gamma, out[r0:r1])
+            if code == 0 or code == 4:
+                np.exp(out[r0:r1], out=out[r0:r1])
+
+        self._map_blocks(job, X.shape[0], Yt.shape[1], scratch=False)
+        return out
+
+    def kt_split_chunk(self, kmat, ri, ci, i0, i1, sign, uniforms, state, log_mult, acc,
+                       wb):
+        from ._numba_thinning import split_chunk
+
+        return split_chunk(kmat, ri, ci, i0, i1, sign, uniforms, state, float(log_mult), acc,
+                           wb)
+
+    def kt_refine_steps(self, stat, rows, row_index, base, full, coreset, t0, t1, counts,
+                        unique, scale, spec=None, X=None):
+        from ._array import STATIONARY_CODES
+        from ._numba_thinning import refine_steps
+
+        code, gamma, Xc = -1, 0.0, np.empty((1, 1))
+        if (spec is not None and X is not None and spec.name in _KT_DIRECT
+                and X.shape[1] <= _KT_DIRECT_MAX_D and isinstance(X, np.ndarray)):
+            code = _KT_DIRECT[spec.name]
+            if spec.name == "matern":
+                code = STATIONARY_CODES[("matern", spec.params[1])]
+            gamma, Xc = float(spec.params[0]), np.ascontiguousarray(X, dtype=np.float64)
+        return refine_steps(stat, rows, row_index, base, bool(full), coreset, t0, t1, counts,
+                            bool(unique), float(scale), code, gamma, Xc,
+                            np.ascontiguousarray(Xc.T))
+
     def _map_blocks(self, job, n, ncols, scratch):
         """Blocks run concurrently on a thread pool, BLAS held to one thread per block.
 
@@ -322,7 +383,7 @@ class NumbaBackend(NumpyBackend):
         fused pass back to back while the block is still in cache; one BLAS thread
         per worker avoids OpenBLAS threads spinning against the workers.
         """
-        rows = max(8, min(self._budget_rows(ncols) // _n_workers(),
+        rows = max(1, min(self._budget_rows(ncols) // _n_workers(),
                           _CACHE_BLOCK_BYTES // (8 * max(1, ncols))))
         starts = range(0, n, rows)
         if len(starts) == 1:  # small: one thread, no BLAS threads left spinning afterwards

@@ -15,6 +15,7 @@ class NumpyBackend(ArrayBackend):
         super().__init__(np)
 
     def _laplacian(self, Xb, Yb, gamma, dst, self_offset, tri):
-        dist = cdist(Xb, Yb, metric="cityblock", out=dst if dst.dtype == np.float64 else None)
+        direct = dst.dtype == np.float64 and dst.flags.c_contiguous
+        dist = cdist(Xb, Yb, metric="cityblock", out=dst if direct else None)
         np.multiply(dist, -gamma, out=dist)
         np.exp(dist, out=dst)

@@ -4,7 +4,7 @@ import numpy as np
 from sklearn.gaussian_process.kernels import Hyperparameter
 from sklearn.gaussian_process.kernels import Kernel as _GPKernel
 
-from ..backend import KernelSpec, get_backend, is_cupy_array
+from ..backend import get_backend, is_cupy_array
 from ..utils._validation import check_input, check_pair
 
 

@@ -1,5 +1,7 @@
 """Classical kernels, spelled as :func:`sklearn.metrics.pairwise.pairwise_kernels` spells them."""
 
+from numbers import Real
+
 from ..backend import KernelSpec
 from ..utils._validation import check_scalar_param
 from ._base import Kernel
@@ -73,7 +75,8 @@ class Matern(Kernel):
         self.nu = nu
 
     def _spec(self, n_features):
-        if self.nu not in (0.5, 1.5, 2.5) or isinstance(self.nu, bool):
+        if not isinstance(self.nu, Real) or isinstance(self.nu, bool) or self.nu not in (
+                0.5, 1.5, 2.5):
             raise ValueError(f"nu must be one of 0.5, 1.5, 2.5, got {self.nu!r}.")
         return KernelSpec("matern", (_gamma(self.gamma, n_features), float(self.nu)))
 

@@ -20,7 +20,7 @@ class _NeuralKernel(Kernel):
 
     def _spec(self, n_features):
         depth = check_scalar_param(self.depth, "depth", low=1, low_inclusive=True, integer=True)
-        if self.activation not in ACTIVATIONS:
+        if not isinstance(self.activation, str) or self.activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}.")
         w_std = check_scalar_param(self.w_std, "w_std", low=0.0)
         b_std = check_scalar_param(self.b_std, "b_std", low=0.0, low_inclusive=True,

@@ -1,7 +1,11 @@
 """BLAS thread control shared by the engines and the dense solvers."""
 
+import threading
 from contextlib import contextmanager
 from functools import lru_cache
+
+_lock = threading.Lock()
+_state = {"depth": 0, "limiter": None}
 
 
 @lru_cache(maxsize=1)
@@ -16,7 +20,19 @@ def single_blas_thread():
     """Run the block with BLAS limited to one thread.
 
     Used where kernelkit parallelises itself, and for small dense solves where two
-    OpenBLAS threads gain little and stall badly whenever a core is busy.
+    OpenBLAS threads gain little and stall badly whenever a core is busy. The limit is
+    process-wide (as BLAS's own setting is), so concurrent callers share one limit:
+    the first to enter sets it and the last to leave restores the original.
     """
-    with _controller().limit(limits=1, user_api="blas"):
+    with _lock:
+        if _state["depth"] == 0:
+            _state["limiter"] = _controller().limit(limits=1, user_api="blas")
+        _state["depth"] += 1
+    try:
         yield
+    finally:
+        with _lock:
+            _state["depth"] -= 1
+            if _state["depth"] == 0:
+                _state["limiter"].restore_original_limits()
+                _state["limiter"] = None
