@@ -141,6 +141,18 @@ def proc_status_kib(field):
     return None
 
 
+def git_state():
+    """Commit of the checkout and whether kernelkit/ has uncommitted changes."""
+    def git(*a):
+        return subprocess.run(["git", *a], cwd=HERE.parent, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    try:
+        return {"commit": git("rev-parse", "HEAD"),
+                "kernelkit_dirty": bool(git("status", "--porcelain", "--", "kernelkit"))}
+    except (OSError, subprocess.CalledProcessError):
+        return {"commit": None, "kernelkit_dirty": None}
+
+
 def machine_info():
     import numba
     import scipy
@@ -189,12 +201,12 @@ def bench_gemm(repeats):
         name = np.dtype(dt).name
         A = rng.standard_normal((2000, 2000)).astype(dt)
         B = rng.standard_normal((2000, 2000)).astype(dt)
-        t, _ = timeit(lambda: A @ B, repeats)
+        t, _ = timeit(lambda A=A, B=B: A @ B, repeats)
         out[f"square_2000_{name}"] = {"shape": "2000x2000 @ 2000x2000", **t,
                                       "gflops": 2 * 2000**3 / t["median_s"] / 1e9}
         X = rng.standard_normal((N_FULL, D)).astype(dt)
         Y = np.ascontiguousarray(X.T.copy())  # distinct operand: a true GEMM, not SYRK
-        t, _ = timeit(lambda: X @ Y, repeats)
+        t, _ = timeit(lambda X=X, Y=Y: X @ Y, repeats)
         out[f"thin_{N_FULL}x{D}_{name}"] = {
             "shape": f"{N_FULL}x{D} @ {D}x{N_FULL}", **t,
             "gflops": 2 * N_FULL * N_FULL * D / t["median_s"] / 1e9}
@@ -202,9 +214,10 @@ def bench_gemm(repeats):
 
 
 def bench_matrices(n, repeats):
+    from sklearn.metrics.pairwise import rbf_kernel
+
     import kernelkit
     from kernelkit.kernels import NTK, RBF
-    from sklearn.metrics.pairwise import rbf_kernel
 
     gamma = 1.0 / D
     X64 = np.random.default_rng(SEED).standard_normal((n, D))
@@ -241,17 +254,17 @@ def bench_matrices(n, repeats):
         name = np.dtype(dt).name
         X = X64.astype(dt)
         timings[f"gauss_sklearn_{name}"], last[f"gauss_sklearn_{name}"] = timeit(
-            lambda: rbf_kernel(X, gamma=gamma), repeats)
+            lambda X=X: rbf_kernel(X, gamma=gamma), repeats)
         timings[f"ntk_peer_{name}"], last[f"ntk_peer_{name}"] = timeit(
-            lambda: numpy_ntk(X), repeats)
+            lambda X=X: numpy_ntk(X), repeats)
         for engine in ("numpy", "numba"):
             with kernelkit.config_context(backend=engine):
                 timings[f"gauss_{engine}_{name}"], last[f"gauss_{engine}_{name}"] = timeit(
-                    lambda: RBF(gamma)(X), repeats)
+                    lambda X=X: RBF(gamma)(X), repeats)
                 if engine == "numba":
-                    stats = timeit(lambda: NTK(depth=DEPTH)(X), repeats)
+                    stats = timeit(lambda X=X: NTK(depth=DEPTH)(X), repeats)
                 else:  # pure NumPy, nothing to compile: no warm-up, fewer calls
-                    stats = timeit(lambda: NTK(depth=DEPTH)(X), SLOW_REPEATS, warmup=False)
+                    stats = timeit(lambda X=X: NTK(depth=DEPTH)(X), SLOW_REPEATS, warmup=False)
                 timings[f"ntk_{engine}_{name}"], last[f"ntk_{engine}_{name}"] = stats
         for k in [k for k in last if k.endswith("float64") and k != "gauss_sklearn_float64"]:
             del last[k]
@@ -363,8 +376,13 @@ def render_markdown(res):
                      f"{b.get('num_threads')} threads)" for b in info["blas"]
                      if b.get("user_api") == "blas")
     v = info["versions"]
+    g = res["git"]
+    commit = (f"commit {g['commit'][:10]}" + (" + uncommitted changes in kernelkit/"
+                                              if g["kernelkit_dirty"] else "")
+              if g["commit"] else "unknown commit")
     lines = [SECTION, "",
-             f"Run {res['timestamp']} on {info['cpu_model']}, {info['cpu_count']} cores, "
+             f"Run {res['timestamp']} ({commit}) on {info['cpu_model']}, "
+             f"{info['cpu_count']} cores, "
              f"{info['memory_gib']:.0f} GiB; numpy {v['numpy']}, scipy {v['scipy']}, "
              f"scikit-learn {v['scikit-learn']}, numba {v['numba']}; BLAS: {blas}; "
              f"OPENBLAS_CORETYPE={info['env']['OPENBLAS_CORETYPE'] or 'unset'}. "
@@ -394,7 +412,7 @@ def render_markdown(res):
                   "| case | output (GiB) | peak extra (GiB) | ratio | ru_maxrss check | "
                   "time (s) | target | met? |",
                   "|---|---:|---:|---:|---:|---:|---|---|"]
-        for key, m in mem.items():
+        for m in mem.values():
             lines.append(f"| {m['dtype']} | {m['output_bytes'] / 2**30:.3f} | "
                          f"{m['peak_extra_bytes'] / 2**30:.3f} | {m['ratio']:.3f} | "
                          f"{m['ru_maxrss_ratio']:.3f} | "
@@ -456,7 +474,7 @@ def print_table(res):
     print("\naccuracy (max rel. error):")
     for k, v in res["accuracy"].items():
         print(f"  {k:<36} {v:.2e}")
-    for k, m in (res.get("memory") or {}).items():
+    for m in (res.get("memory") or {}).values():
         print(f"memory n={m['n']} {m['dtype']}: output {m['output_bytes'] / 2**30:.3f} GiB, "
               f"peak extra {m['peak_extra_bytes'] / 2**30:.3f} GiB, ratio {m['ratio']:.3f} "
               f"(ru_maxrss cross-check {m['ru_maxrss_ratio']:.3f}), {m['time_s']:.2f} s")
@@ -481,7 +499,7 @@ def main(argv=None):
            "quick": args.quick, "n": n, "d": D, "depth": DEPTH, "seed": SEED, "gamma": 1.0 / D,
            "repeats": REPEATS, "slow_repeats": SLOW_REPEATS,
            "loadavg_before": [round(x, 2) for x in os.getloadavg()],
-           "machine": machine_info()}
+           "git": git_state(), "machine": machine_info()}
     # Memory subprocesses first, while this process is small (a child's ru_maxrss
     # starts at the parent's RSS at fork).
     res["memory"] = None if args.quick else bench_memory(N_MEMORY)
@@ -500,7 +518,7 @@ def main(argv=None):
         return
     out = dict(res)
     out["rows"] = [dict(zip(("case", "kernelkit_median_s", "peer_median_s", "ratio", "target",
-                             "met"), r)) for r in res["rows"]]
+                             "met"), r, strict=True)) for r in res["rows"]]
     JSON_PATH.write_text(json.dumps(out, indent=2) + "\n")
     write_markdown(render_markdown(res))
     print(f"wrote {JSON_PATH.relative_to(HERE.parent)} and {MD_PATH.relative_to(HERE.parent)}")
