@@ -1,9 +1,18 @@
 """Scikit-learn compatible kernel machines that scale (kernelkit)."""
 
 from ._config import config_context, get_config, set_config
+from .eigenpro import EigenProClassifier, EigenProRegressor
 from .kernel_ridge import KernelRidge, KernelRidgeClassifier, NTKRidge, NTKRidgeClassifier
+from .leverage import SQUEAK, INKEstimate, RLSNystroem, effective_dimension, ridge_leverage_scores
+from .thinning import KernelThinning, kernel_thinning
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["set_config", "get_config", "config_context", "KernelRidge", "KernelRidgeClassifier",
-           "NTKRidge", "NTKRidgeClassifier", "__version__"]
+__all__ = [
+    "set_config", "get_config", "config_context",
+    "KernelRidge", "KernelRidgeClassifier", "NTKRidge", "NTKRidgeClassifier",
+    "EigenProRegressor", "EigenProClassifier",
+    "ridge_leverage_scores", "effective_dimension", "SQUEAK", "INKEstimate", "RLSNystroem",
+    "KernelThinning", "kernel_thinning",
+    "__version__",
+]

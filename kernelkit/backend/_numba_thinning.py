@@ -1,0 +1,207 @@
+"""Compiled copies of kernel thinning's sequential loops (see :mod:`._thinning`).
+
+Same arguments, same arithmetic and the same tie rules as the NumPy reference; the
+only differences are summation orders (a loop here, BLAS ``dot`` there), so both
+engines make the same decisions up to rounding-level ties. Compiled lazily on first
+use and cached on disk; ``nogil`` so that independent halvings may run in threads.
+"""
+
+import math
+
+import numba as nb
+import numpy as np
+
+from ._thinning import PSD_TOL, SPLIT_NOT_PSD, SPLIT_OK
+
+_SQRT3 = math.sqrt(3.0)
+_SQRT5 = math.sqrt(5.0)
+
+
+@nb.njit(cache=True, nogil=True)
+def split_chunk(kmat, ri, ci, i0, i1, sign, uniforms, state, log_mult, acc, wb):
+    """Compiled :func:`kernelkit.backend._thinning.split_chunk`."""
+    sig2 = state[0]
+    nacc = acc.shape[0]
+    status = SPLIT_OK
+    for i in range(i0, i1):
+        r = 2 * (i - i0)
+        p = 2 * i
+        rx = ri[r]
+        ry = ri[r + 1]
+        kxx = kmat[rx, ci[p]]
+        kyy = kmat[ry, ci[p + 1]]
+        kxy = kmat[rx, ci[p + 1]]
+        kyx = kmat[ry, ci[p]]
+        b2 = kxx + kyy - 2.0 * kxy
+        if b2 < -PSD_TOL * (abs(kxx) + abs(kyy)):
+            status = SPLIT_NOT_PSD
+        b2 = max(b2, 0.0)
+        alpha = 0.0
+        for q in range(p):
+            c = ci[q]
+            alpha += sign[q] * (kmat[rx, c] - kmat[ry, c])
+        a = max(math.sqrt(sig2 * b2 * log_mult), b2)
+        if a > 0.0:
+            sig2 += b2 * max(0.0, 1.0 + (b2 - 2.0 * a) * sig2 / (a * a))
+            prob = 0.5 * (1.0 - alpha / a)
+        else:
+            prob = 0.5
+        if uniforms[i] < prob:
+            sign[p] = 1.0
+            sign[p + 1] = -1.0
+        else:
+            sign[p] = -1.0
+            sign[p + 1] = 1.0
+        if nacc == 1:
+            sx = 0.0
+            sy = 0.0
+            for q in range(p):
+                c = ci[q]
+                u = kmat[rx, c]
+                v = kmat[ry, c]
+                acc[0, q] += u + v
+                sx += u
+                sy += v
+            acc[0, p] += sx + kxx + kxy
+            acc[0, p + 1] += sy + kyx + kyy
+        elif nacc == 3:
+            wx = 1.0 if sign[p] > 0 else 0.0
+            wy = 1.0 - wx
+            bx = wb[p]
+            by = wb[p + 1]
+            sx = 0.0
+            sy = 0.0
+            s1x = 0.0
+            s1y = 0.0
+            sbx = 0.0
+            sby = 0.0
+            for q in range(p):
+                c = ci[q]
+                u = kmat[rx, c]
+                v = kmat[ry, c]
+                w1 = 1.0 if sign[q] > 0 else 0.0
+                acc[0, q] += u + v
+                acc[1, q] += u * wx + v * wy
+                acc[2, q] += u * bx + v * by
+                sx += u
+                sy += v
+                s1x += u * w1
+                s1y += v * w1
+                sbx += u * wb[q]
+                sby += v * wb[q]
+            acc[0, p] += sx + kxx + kxy
+            acc[0, p + 1] += sy + kyx + kyy
+            acc[1, p] += s1x + kxx * wx + kxy * wy
+            acc[1, p + 1] += s1y + kyx * wx + kyy * wy
+            acc[2, p] += sbx + kxx * bx + kxy * by
+            acc[2, p + 1] += sby + kyx * bx + kyy * by
+    state[0] = sig2
+    return status
+
+
+@nb.njit(cache=True, nogil=True)
+def refine_steps(stat, rows, row_index, base, full, coreset, t0, t1, counts, unique, scale,
+                 tol, code, gamma, X, Xt):
+    """Compiled :func:`kernelkit.backend._thinning.refine_steps`.
+
+    With ``code >= 0`` (a :func:`stationary_rows` kernel, pool coordinates ``X`` and their
+    transpose ``Xt``) the row of a swapped-in point is computed here and the loop goes
+    on, instead of returning to the caller.
+    """
+    n = stat.shape[0]
+    buf = np.empty((1, n)) if code >= 0 else np.empty((1, 0))
+    for t in range(t0, t1):
+        c = coreset[t]
+        rc = row_index[t - base]
+        for j in range(n):
+            stat[j] -= scale * rows[rc, j]
+        counts[c] -= 1
+        low = np.inf
+        for j in range(n):
+            if (not unique or counts[j] == 0) and stat[j] < low:
+                low = stat[j]
+        y = c
+        if low < stat[c] - tol:  # the first point within tol of the minimum
+            for j in range(n):
+                if (not unique or counts[j] == 0) and stat[j] <= low + tol:
+                    y = j
+                    break
+        counts[y] += 1
+        if y == c:
+            for j in range(n):
+                stat[j] += scale * rows[rc, j]
+            continue
+        coreset[t] = y
+        if full:
+            for j in range(n):
+                stat[j] += scale * rows[y, j]
+            continue
+        if code >= 0:
+            stationary_rows(code, X[y:y + 1], Xt, gamma, buf)
+            if code == 0 or code == 4:
+                for j in range(n):
+                    stat[j] += scale * math.exp(buf[0, j])
+            else:
+                for j in range(n):
+                    stat[j] += scale * buf[0, j]
+            continue
+        return t, y
+    return t1, -1
+
+
+@nb.njit(cache=True, nogil=True)
+def stationary_rows(code, X, Yt, gamma, out):
+    """Stationary kernel rows from the coordinates, for inputs of few features.
+
+    ``code`` 0: rbf, 1/2/3: Matérn nu = 1/2, 3/2, 5/2 (length scale ``1 / sqrt(2 gamma)``),
+    4: L1 Laplacian. ``Yt`` holds the second point set transposed (features x points),
+    so the inner loops run over contiguous points. For codes 0 and 4 ``out`` receives
+    the exponent (``-gamma ||x - y||_2^2`` or ``-gamma ||x - y||_1``), to be
+    exponentiated by the caller with NumPy's vectorised ``exp``; for Matérn the value.
+    """
+    n = X.shape[0]
+    d, m = Yt.shape
+    inv_ell = math.sqrt(2.0 * gamma)
+    # scale the coordinates so that the first pass writes and the others accumulate the
+    # exponent directly: sqrt(gamma) (x - y) for rbf, gamma (x - y) for the L1 Laplacian
+    c = gamma if code == 4 else math.sqrt(gamma) if code == 0 else 1.0
+    for i in range(n):
+        row = out[i]
+        for k in range(d):
+            xk = c * X[i, k]
+            if code == 4:
+                if k == 0:
+                    for j in range(m):
+                        row[j] = -abs(xk - c * Yt[k, j])
+                else:
+                    for j in range(m):
+                        row[j] -= abs(xk - c * Yt[k, j])
+            elif code == 0:
+                if k == 0:
+                    for j in range(m):
+                        t = xk - c * Yt[k, j]
+                        row[j] = -t * t
+                else:
+                    for j in range(m):
+                        t = xk - c * Yt[k, j]
+                        row[j] -= t * t
+            else:
+                if k == 0:
+                    for j in range(m):
+                        t = xk - Yt[k, j]
+                        row[j] = t * t
+                else:
+                    for j in range(m):
+                        t = xk - Yt[k, j]
+                        row[j] += t * t
+        if code == 1:
+            for j in range(m):
+                row[j] = math.exp(-math.sqrt(row[j]) * inv_ell)
+        elif code == 2:
+            for j in range(m):
+                t = _SQRT3 * math.sqrt(row[j]) * inv_ell
+                row[j] = (1.0 + t) * math.exp(-t)
+        elif code == 3:
+            for j in range(m):
+                t = _SQRT5 * math.sqrt(row[j]) * inv_ell
+                row[j] = (1.0 + t + t * t / 3.0) * math.exp(-t)

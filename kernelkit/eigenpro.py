@@ -1,0 +1,818 @@
+"""EigenPro 2 and EigenPro 3: preconditioned-SGD kernel machines for large data.
+
+:class:`EigenProRegressor` and :class:`EigenProClassifier` fit a kernel model
+``f(x) = sum_j dual_coef_[j] k(x, centers_[j])`` to the squared loss by
+stochastic gradient descent preconditioned with the top eigen-directions of the
+kernel, computed on a small Nyström subsample:
+
+* **EigenPro 2** (``n_centers=None``; Ma & Belkin, "Kernel machines that adapt to
+  GPUs for effective large batch training", MLSys 2019): the centers are the
+  training points, and the fit converges to the kernel interpolant (or, with
+  ``alpha > 0``, to the kernel ridge solution) without ever forming the
+  ``n x n`` kernel matrix.
+* **EigenPro 3** (``n_centers`` an int, a fraction or an array of centers;
+  Abedsoltan, Belkin & Pandit, "Toward large kernel models", ICML 2023): the model
+  lives on ``n_centers`` centers and is trained on all the data with the projected
+  preconditioned step: the preconditioned stochastic gradient of a data batch is
+  projected back onto the span of the centers' kernel functions by an inner
+  EigenPro 2 solve of ``K(Z, Z) theta = h`` on the centers.
+
+The batch size, the step size and the number of eigen-directions are set
+automatically from the kernel as in the papers (and reported as fitted
+attributes); see :class:`EigenProRegressor` for the formulas.
+"""
+
+import math
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics import accuracy_score, r2_score
+from sklearn.model_selection import train_test_split
+from sklearn.preprocessing import LabelBinarizer
+from sklearn.utils import check_array, check_random_state
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from . import _eigenpro_solver as _ep
+from .backend import resolve_backend
+from .kernels import make_kernel
+
+__all__ = ["EigenProRegressor", "EigenProClassifier"]
+
+_DTYPES = {"float32": np.float32, "float64": np.float64}
+
+
+def _check_choice_or_number(value, name, *, low, integer, auto="auto", low_inclusive=True,
+                            high=None):
+    """``value`` is ``auto`` (returned as None) or a number above ``low``."""
+    if isinstance(value, str) and value == auto:
+        return None
+    kind = Integral if integer else Real
+    if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value):
+        what = "an integer" if integer else "a finite real number"
+        raise ValueError(f"{name} must be {auto!r} or {what}, got {value!r}.")
+    if value < low or (value == low and not low_inclusive):
+        op = ">=" if low_inclusive else ">"
+        raise ValueError(f"{name} must be {op} {low}, got {value!r}.")
+    if high is not None and value > high:
+        raise ValueError(f"{name} must be <= {high}, got {value!r}.")
+    return int(value) if integer else float(value)
+
+
+def _check_number(value, name, *, low=None, low_inclusive=True, high=None, high_inclusive=True,
+                  integer=False, allow_none=False):
+    if value is None and allow_none:
+        return None
+    kind = Integral if integer else Real
+    if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value):
+        what = "an integer" if integer else "a finite real number"
+        extra = " or None" if allow_none else ""
+        raise ValueError(f"{name} must be {what}{extra}, got {value!r}.")
+    if low is not None and (value < low or (value == low and not low_inclusive)):
+        raise ValueError(f"{name} must be {'>=' if low_inclusive else '>'} {low}, got {value!r}.")
+    if high is not None and (value > high or (value == high and not high_inclusive)):
+        raise ValueError(f"{name} must be {'<=' if high_inclusive else '<'} {high}, "
+                         f"got {value!r}.")
+    return int(value) if integer else float(value)
+
+
+class _BaseEigenPro(BaseEstimator):
+    """Shared parameters, validation, training and prediction."""
+
+    def __init__(self, *, n_centers=None, kernel="rbf", gamma=None, degree=3, coef0=1,
+                 kernel_params=None, alpha=0.0, n_components="auto", subsample_size="auto",
+                 batch_size="auto", eta="auto", damping=0.95, max_iter=10, tol=1e-4,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=3,
+                 projection_max_iter=1, dtype="float32", client=None, backend=None,
+                 random_state=None, verbose=0):
+        self.n_centers = n_centers
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.alpha = alpha
+        self.n_components = n_components
+        self.subsample_size = subsample_size
+        self.batch_size = batch_size
+        self.eta = eta
+        self.damping = damping
+        self.max_iter = max_iter
+        self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.projection_max_iter = projection_max_iter
+        self.dtype = dtype
+        self.client = client
+        self.backend = backend
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ------------------------------------------------------------ validation
+    def _compute_dtype(self):
+        try:
+            dt = np.dtype(self.dtype) if self.dtype is not None else None
+        except TypeError:
+            dt = None
+        if dt is None or dt.name not in _DTYPES or isinstance(self.dtype, bool):
+            raise ValueError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}.")
+        return dt
+
+    def _get_kernel(self):
+        if isinstance(self.kernel, str) and self.kernel == "precomputed":
+            raise ValueError("kernel='precomputed' is not supported: EigenPro never forms the "
+                             "kernel matrix, it evaluates kernel blocks from the inputs. Pass "
+                             "the kernel by name, as a kernelkit Kernel or as a callable "
+                             "(or use kernelkit.KernelRidge(kernel='precomputed')).")
+        return make_kernel(self.kernel, self.gamma, self.degree, self.coef0, self.kernel_params)
+
+    def _check_params(self):
+        p = {}
+        p["alpha"] = _check_number(self.alpha, "alpha", low=0.0)
+        p["n_components"] = _check_choice_or_number(self.n_components, "n_components", low=0,
+                                                    integer=True)
+        p["subsample_size"] = _check_choice_or_number(self.subsample_size, "subsample_size",
+                                                      low=1, integer=True)
+        if p["n_components"] is not None and p["subsample_size"] is not None and \
+                p["n_components"] >= p["subsample_size"]:
+            raise ValueError(f"n_components={self.n_components} must be < subsample_size="
+                             f"{self.subsample_size}: the preconditioner needs the top "
+                             "n_components + 1 eigenvalues of the subsample's kernel matrix.")
+        if isinstance(self.batch_size, Integral) and not isinstance(self.batch_size, bool) \
+                and self.batch_size <= 0:
+            raise ValueError(f"batch_size must be 'auto' or a positive integer, got "
+                             f"{self.batch_size!r}.")
+        p["batch_size"] = _check_choice_or_number(self.batch_size, "batch_size", low=1,
+                                                  integer=True)
+        p["eta"] = _check_choice_or_number(self.eta, "eta", low=0.0, integer=False,
+                                           low_inclusive=False)
+        p["damping"] = _check_number(self.damping, "damping", low=0.0, low_inclusive=False,
+                                     high=1.0)
+        p["max_iter"] = _check_number(self.max_iter, "max_iter", low=1, integer=True)
+        p["tol"] = _check_number(self.tol, "tol", low=0.0, allow_none=True)
+        p["validation_fraction"] = _check_number(self.validation_fraction,
+                                                 "validation_fraction", low=0.0,
+                                                 low_inclusive=False, high=1.0,
+                                                 high_inclusive=False)
+        p["n_iter_no_change"] = _check_number(self.n_iter_no_change, "n_iter_no_change", low=1,
+                                              integer=True)
+        p["projection_max_iter"] = _check_number(self.projection_max_iter,
+                                                 "projection_max_iter", low=1, integer=True)
+        p["verbose"] = _check_number(self.verbose, "verbose", low=0, integer=True)
+        if self.client is not None and not isinstance(self.client, str) and \
+                type(self.client).__module__.split(".")[0] != "distributed":
+            raise ValueError(f"client must be None, a dask.distributed.Client or a scheduler "
+                             f"address string, got {self.client!r}.")
+        if not isinstance(self.early_stopping, (bool, np.bool_)):
+            raise ValueError(f"early_stopping must be a bool, got {self.early_stopping!r}.")
+        return p
+
+    def _centers(self, X_train, rng, dtype):
+        """(centers, drawn_from_data) for ``n_centers``; None centers means EigenPro 2."""
+        n = X_train.shape[0]
+        nc = self.n_centers
+        if nc is None:
+            return None, True
+        if isinstance(nc, (Integral, Real)) and not isinstance(nc, bool) and np.ndim(nc) == 0:
+            if isinstance(nc, Integral):
+                p = int(nc)
+                if p < 1:
+                    raise ValueError(f"n_centers must be >= 1, got {nc!r}.")
+                if p > n:
+                    raise ValueError(
+                        f"n_centers={p} exceeds the number of training samples ({n}"
+                        + (" after holding out validation_fraction" if self.early_stopping
+                           else "") + "); use at most that many, a fraction in (0, 1], or "
+                        "n_centers=None for EigenPro 2 (centers = training data).")
+            else:
+                if not (math.isfinite(nc) and 0.0 < nc <= 1.0):
+                    raise ValueError(f"n_centers as a float is a fraction of the training "
+                                     f"samples and must be in (0, 1], got {nc!r}.")
+                p = max(1, int(round(nc * n)))
+            idx = np.arange(n) if p == n else np.sort(rng.choice(n, p, replace=False))
+            return np.array(X_train[idx], dtype=dtype, order="C", copy=True), True
+        if isinstance(nc, str):
+            raise ValueError(f"n_centers must be None, an int, a float in (0, 1] or an array of "
+                             f"centers, got {nc!r}.")
+        Z = check_array(nc, dtype=[np.float64, np.float32], input_name="n_centers")
+        if Z.shape[1] != X_train.shape[1]:
+            raise ValueError(f"n_centers has {Z.shape[1]} features but X has "
+                             f"{X_train.shape[1]}; centers must live in the input space.")
+        return np.array(Z, dtype=dtype, order="C", copy=True), False
+
+    # -------------------------------------------------------------- client
+    def _operator(self, evaluator, Z_dev, dtype):
+        """(operator, closer): local, or on the Dask cluster named by ``client``."""
+        if self.client is None:
+            return _ep.LocalOperator(evaluator, Z_dev, dtype), None
+        from .distributed import DaskKernelOperator, _resolve_client
+
+        client, owned = _resolve_client(self.client)
+        try:
+            op = DaskKernelOperator(client, evaluator, evaluator.engine.to_host(Z_dev), dtype)
+        except BaseException:
+            if owned:
+                client.close()
+            raise
+        return op, (client if owned else None)
+
+    # ------------------------------------------------------------------ fit
+    def _fit(self, X, Y, stratify):
+        """Train on validated ``X`` (n, d) and 2-D targets ``Y`` (n, k)."""
+        params = self._check_params()
+        dtype = self._compute_dtype()
+        kernel = self._get_kernel()
+        self.backend_ = resolve_backend(self.backend, X)
+        rng = check_random_state(self.random_state)
+        # independent streams: setup (split, centers, Nyström points), outer batches and
+        # the inner projection's batches, so that EigenPro 2 and EigenPro 3 on all the
+        # training points draw the same subsample and the same batches
+        seeds = rng.randint(np.iinfo(np.int32).max, size=3)
+        rng, batch_rng, inner_rng = (np.random.RandomState(sd) for sd in seeds)
+        n_all = X.shape[0]
+
+        if self.early_stopping:
+            n_val = int(math.ceil(params["validation_fraction"] * n_all))
+            if n_val < 1 or n_all - n_val < 2:
+                raise ValueError(f"validation_fraction={self.validation_fraction} leaves "
+                                 f"{n_val} validation and {n_all - n_val} training samples "
+                                 f"out of {n_all}; need at least 1 and 2.")
+            try:
+                tr, va = train_test_split(np.arange(n_all), test_size=n_val, random_state=rng,
+                                          stratify=stratify)
+            except ValueError as exc:  # stratification impossible (rare classes)
+                raise ValueError(f"cannot hold out validation_fraction="
+                                 f"{self.validation_fraction} of the data stratified by "
+                                 f"class: {exc}") from exc
+            tr, va = np.sort(tr), np.sort(va)
+            X_train, Y_train, X_val, Y_val = X[tr], Y[tr], X[va], Y[va]
+        else:
+            X_train, Y_train, X_val, Y_val = X, Y, None, None
+        n = X_train.shape[0]
+
+        Z, from_data = self._centers(X_train, rng, dtype)
+        epro2 = Z is None
+        if epro2:
+            Z = np.array(X_train, dtype=dtype, order="C", copy=True)
+        user_centers = not from_data
+        p = Z.shape[0]
+
+        s = params["subsample_size"]
+        if s is None:
+            s = min(p, 2000 if n < 100_000 else 4000)
+        elif s > p:
+            raise ValueError(f"subsample_size={s} exceeds the number of centers ({p}); the "
+                             "Nyström points are drawn from the centers.")
+        q_req = params["n_components"]
+        if q_req is not None and q_req >= s:
+            raise ValueError(f"n_components={q_req} must be < subsample_size={s}.")
+        q_max = min(s - 1, max(1, s // 3), 1000) if q_req is None else q_req
+        J = np.sort(rng.choice(p, s, replace=False))
+
+        evaluator = _ep.KernelEvaluator(kernel, self.backend_, X.shape[1])
+        engine = evaluator.engine
+        xp = np if self.client is not None else engine.xp
+        budget = _ep.budget_bytes()
+
+        on_host = self.client is not None  # the Dask operator works on host arrays
+
+        def dev(a, dt=dtype):
+            a = np.asarray(a, dtype=dt)
+            return a if on_host else engine.asarray(a)
+
+        Z_dev = dev(Z)
+        X_dev = Z_dev if epro2 else dev(X_train)
+        Y_dev = dev(Y_train)
+
+        # beta = max k(x, x) over the training data (measured: not 1 for e.g. the NTK)
+        beta = float(np.max(evaluator.diag(X_dev, budget)))
+        ZJ64 = dev(Z[J], np.float64)
+        K_JJ = np.asarray(engine.to_host(evaluator.block(ZJ64, ZJ64, np.float64)), np.float64)
+        if not np.all(np.isfinite(K_JJ)):
+            raise ValueError("the kernel produced non-finite values on the training data; "
+                             "check the kernel parameters.")
+        sigma_std = A_std = None
+        if user_centers:
+            e_idx = rng.choice(n, min(n, s), replace=False)
+            C = np.asarray(engine.to_host(evaluator.block(ZJ64, dev(X_train[e_idx], np.float64),
+                                                          np.float64)), np.float64)
+            sigma, A = _ep.nystrom_eigensystem(K_JJ, q_max + 1, C)
+        else:
+            sigma, A = _ep.nystrom_eigensystem(K_JJ, q_max + 1)
+            sigma_std, A_std = sigma, A
+
+        itemsize = dtype.itemsize
+
+        def check_blocks(points, count):
+            """Kernel blocks of a fresh sample of ``points`` to measure lambda_1(P) on."""
+            v = points[np.sort(rng.choice(points.shape[0], min(count, points.shape[0]),
+                                          replace=False))]
+            v64 = dev(v, np.float64)
+            return (np.asarray(engine.to_host(evaluator.block(v64, v64, np.float64))),
+                    np.asarray(engine.to_host(evaluator.block(v64, ZJ64, np.float64))))
+
+        batch_limit = max(1, int(budget // ((p + s) * itemsize)))
+        alpha = params["alpha"]
+        P = _ep.build_preconditioner(
+            xp, dtype, sigma, A, J, "auto" if q_req is None else q_req, q_max,
+            params["damping"], alpha / n, beta + alpha, params["batch_size"], batch_limit,
+            params["eta"], n, "data", check=check_blocks(X_train, s))
+        if params["batch_size"] is not None and params["batch_size"] > n:
+            warnings.warn(f"batch_size={params['batch_size']} is larger than the number of "
+                          f"training samples ({n}); using {n}.", UserWarning, stacklevel=3)
+
+        inner = None
+        if not epro2:
+            if sigma_std is None:
+                q_in = min(s - 1, max(1, s // 3), 1000)
+                sigma_std, A_std = _ep.nystrom_eigensystem(K_JJ, q_in + 1)
+            beta_z = float(np.max(evaluator.diag(Z_dev, budget)))
+            inner = _ep.build_preconditioner(
+                xp, dtype, sigma_std, A_std, J, "auto", min(s - 1, max(1, s // 3), 1000),
+                params["damping"], 0.0, beta_z, None, batch_limit, None, p, "centers",
+                eta_scale=_ep.PROJECTION_ETA_SCALE, check=check_blocks(Z, s))
+
+        op, owned_client = self._operator(evaluator, Z_dev, dtype)
+        try:
+            solver = _ep.EigenProSolver(op, X_dev, Y_dev, P, epro2, alpha, inner,
+                                        params["projection_max_iter"], batch_rng, inner_rng,
+                                        dtype)
+            score_fn = None
+            if self.early_stopping:
+                Xv = dev(X_val)
+
+                def score_fn(weights):
+                    pred = np.asarray(engine.to_host(op.forward(Xv, weights)))
+                    return self._validation_score(Y_val, pred)
+
+            try:
+                hist = solver.run(params["max_iter"], params["tol"], params["n_iter_no_change"],
+                                  score_fn, params["verbose"], self.early_stopping)
+            except _ep.Diverged as exc:
+                raise ValueError(
+                    f"EigenPro diverged: {exc}, with step size eta={P.eta:.6g} (batch_size="
+                    f"{P.batch_size}). The automatic step size is "
+                    f"{P.auto_eta:.6g}; pass a "
+                    "smaller eta, or eta='auto'.") from None
+            weights = np.asarray(engine.to_host(solver.weights))
+            solver.close()
+        finally:
+            op.close()
+            if owned_client is not None:
+                owned_client.close()
+
+        # fitted attributes
+        self.centers_ = Z
+        self.dual_coef_ = weights
+        self.n_components_ = P.q
+        self.subsample_size_ = s
+        self.batch_size_ = P.batch_size
+        self.eta_ = P.eta
+        self.beta_ = beta
+        self.eigenvalues_ = np.asarray(P.sigma, dtype=np.float64)
+        self.top_eigenvalue_ = P.top
+        self.critical_batch_size_ = P.critical_batch
+        if inner is not None:
+            self.projection_n_components_ = inner.q
+            self.projection_batch_size_ = inner.batch_size
+            self.projection_eta_ = inner.eta
+        else:
+            self.projection_n_components_ = None
+            self.projection_batch_size_ = None
+            self.projection_eta_ = None
+        self.loss_curve_ = hist["loss_curve"]
+        self.validation_scores_ = hist["validation_scores"] if self.early_stopping else None
+        self.best_validation_score_ = hist["best_validation_score"]
+        self.n_iter_ = hist["n_iter"]
+        if params["tol"] is not None and not hist["converged"]:
+            warnings.warn(f"EigenPro stopped after max_iter={self.max_iter} epochs before the "
+                          + ("validation score" if self.early_stopping else "training loss")
+                          + f" stopped improving by tol={self.tol}; increase max_iter or tol.",
+                          ConvergenceWarning, stacklevel=3)
+        return self
+
+    def _decision(self, X):
+        """``k(X, centers_) @ dual_coef_`` in float64, shape (n, k) or (n,)."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        dtype = self.centers_.dtype
+        evaluator = _ep.KernelEvaluator(self._get_kernel(), self.backend_, X.shape[1])
+        engine = evaluator.engine
+        W = self.dual_coef_ if self.dual_coef_.ndim == 2 else self.dual_coef_[:, None]
+        Z, Xd = self.centers_, np.asarray(X, dtype=dtype)
+        if self.client is None:
+            Z, Xd, W = engine.asarray(Z), engine.asarray(Xd), engine.asarray(W)
+        op, owned = self._operator(evaluator, Z, dtype)
+        try:
+            out = np.asarray(engine.to_host(op.forward(Xd, W)), dtype=np.float64)
+        finally:
+            op.close()
+            if owned is not None:
+                owned.close()
+        return out if self.dual_coef_.ndim == 2 else out[:, 0]
+
+
+_PARAMS_DOC = """
+    n_centers : None, int, float or array-like of shape (n_centers, n_features), \
+default=None
+        The model's centers. None: **EigenPro 2**, the centers are the training
+        points. An int: **EigenPro 3** on that many training points drawn at random;
+        a float in (0, 1]: that fraction of the training points; an array: EigenPro 3
+        on these centers exactly (``centers_`` equals them, cast to ``dtype``).
+    kernel : str, Kernel or callable, default="rbf"
+        A name ({names}), a :class:`kernelkit.kernels.Kernel` (e.g.
+        ``NTK(depth=3)``; its parameters are tunable as ``kernel__<name>``) or a
+        callable ``f(X, Y) -> (n_X, n_Y)`` evaluated on the host. ``"precomputed"``
+        is rejected: EigenPro never forms the kernel matrix.
+    gamma : float, default=None
+        Kernel scale for rbf, laplacian, matern and polynomial; None means
+        ``1 / n_features``.
+    degree : float, default=3
+        Degree of the polynomial kernel.
+    coef0 : float, default=1
+        Constant term of the polynomial kernel.
+    kernel_params : dict, default=None
+        Further parameters of the named kernel (e.g. ``{{"nu": 2.5}}``,
+        ``{{"depth": 3}}``) or of the callable.
+    alpha : float >= 0, default=0.0
+        Ridge penalty, in the convention of :class:`sklearn.kernel_ridge.KernelRidge`
+        (EigenPro 2 converges to the solution of ``(K + alpha I) c = y``). The
+        default 0 is the papers' setting: kernel interpolation (EigenPro 2) or least
+        squares on the centers (EigenPro 3), regularised by the number of epochs.
+    n_components : "auto" or int >= 0, default="auto"
+        ``q``, the number of top eigen-directions the preconditioner flattens. "auto"
+        takes the smallest ``q`` whose critical batch size ``beta / lambda_1(P)``
+        reaches the batch size (the given one, or the largest that fits in
+        ``working_memory``): EigenPro 2's adaptation of the kernel to the memory of
+        the device. 0 is plain (unpreconditioned) minibatch kernel SGD with the same
+        step-size rule. At most ``subsample_size // 3`` (and 1000) when "auto".
+    subsample_size : "auto" or int >= 1, default="auto"
+        ``s``, the number of Nyström points (drawn from the centers) whose kernel
+        matrix is eigendecomposed (float64). "auto": ``min(n_centers, 2000)``, or
+        4000 from 100,000 training samples on (the EigenPro 2 code uses 2000 and
+        12,000; 4000 keeps the ``O(s^3)`` setup to seconds on a CPU).
+    batch_size : "auto" or int >= 1, default="auto"
+        Minibatch size ``m``. "auto": ``min(m*, m_mem)``, the critical batch size
+        ``m* = beta / lambda_1(P)`` capped by the largest batch whose kernel block
+        ``m x (n_centers + subsample_size)`` fits in ``working_memory``
+        (:func:`kernelkit.set_config`). Larger batches than fit are computed
+        blockwise (bounded memory, kernel evaluated twice per step).
+    eta : "auto" or float > 0, default="auto"
+        Step size of a batch (a step subtracts ``eta / m`` times its residuals). "auto"
+        (Ma, Bassily & Belkin 2018; EigenPro 2): ``m / beta`` for ``m <= m*`` (linear
+        scaling), ``2 m / (beta + (m - 1) lambda_1(P))`` beyond (saturation), in the
+        form ``m / (c beta + (m - c) mu)`` and
+        ``2 m / (c beta + (m - c) (lambda_1(P) + mu))`` with ``mu = alpha / n`` and
+        ``c = (n - m) / (n - 1)``: batches are drawn without replacement, which scales
+        the gradient noise by ``c`` (``c = 1`` gives the papers' formulas, and
+        ``c ~ 1`` whenever ``m << n``). A short last batch of an epoch gets the
+        formula for its own size; a given ``eta`` is scaled to it (same step per
+        point). Beyond ``m*`` the step sits at the stability limit of the top
+        direction: prefer ``batch_size <= critical_batch_size_``.
+    damping : float in (0, 1], default=0.95
+        Exponent ``rho`` of the damped preconditioner
+        ``P = I - sum_{{i<=q}} (1 - ((lambda_{{q+1}} + mu) / (lambda_i + mu)) ** rho)
+        psi_i psi_i^T``, as in the EigenPro 2 implementation: ``rho < 1`` flattens the
+        top of the spectrum slightly less than the Nyström estimates suggest, a
+        margin against their error (``lambda_1(P) = lambda_{{q+1}}^rho
+        lambda_1^(1 - rho)``). 1 is the undamped preconditioner.
+    max_iter : int >= 1, default=10
+        Maximum number of epochs (passes over the training data).
+    tol : float >= 0 or None, default=1e-4
+        Stopping tolerance: training stops when, for ``n_iter_no_change``
+        consecutive epochs, the epoch's training loss has not decreased by more than
+        ``tol`` times the best loss so far (relative, so scale-free) or, with
+        ``early_stopping``, the validation score has not increased by more than
+        ``tol``. None: always run ``max_iter`` epochs.
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the training data (stratified for the
+        classifier), score it after every epoch (R^2 / accuracy), stop when it no
+        longer improves and keep the coefficients of the best epoch.
+    validation_fraction : float in (0, 1), default=0.1
+        Held-out fraction for ``early_stopping``.
+    n_iter_no_change : int >= 1, default=3
+        Epochs without improvement before stopping.
+    projection_max_iter : int >= 1, default=1
+        EigenPro 3 only: epochs of the inner EigenPro 2 solve on the centers that
+        projects each step (the EigenPro 3 code runs up to 2). Larger is a more
+        exact projection at ``O(n_centers^2)`` kernel evaluations per epoch each.
+    dtype : {{"float32", "float64"}}, default="float32"
+        Precision of the iteration (centers, coefficients, kernel blocks): float32,
+        as in the papers, halves the memory; the eigendecomposition is always
+        float64, and kernel values are computed in float64 and rounded.
+    client : None, str or distributed.Client, default=None
+        Run the kernel products against the centers on a Dask cluster
+        (:mod:`kernelkit.distributed`): the centers are scattered over the workers
+        once, each step's kernel block is computed where its centers live. A string
+        is a scheduler address (``client.scheduler.address``); pass a string rather
+        than a ``Client`` object to clone or pickle the estimator (``GridSearchCV``).
+        Used by ``fit`` and ``predict``.
+    backend : {{"auto", "numpy", "numba", "cupy"}} or None, default=None
+        Compute engine; None follows :func:`kernelkit.set_config`. Resolved in ``fit``
+        into ``backend_``.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the centers (int ``n_centers``), the Nyström subsample, the batches and
+        the validation split. Pass an int for reproducible results.
+    verbose : int, default=0
+        Print the training loss (and validation score) after every epoch."""
+
+_ATTRS_DOC = """
+    centers_ : ndarray of shape (n_centers, n_features), ``dtype``
+        The centers (a copy: the training data for EigenPro 2).
+    dual_coef_ : ndarray of shape (n_centers,) or (n_centers, n_outputs), ``dtype``
+        Coefficients of the kernel functions of the centers.
+    n_components_ : int
+        ``q`` used.
+    subsample_size_ : int
+        ``s`` used.
+    batch_size_ : int
+        ``m`` used.
+    eta_ : float
+        Step size used; a step subtracts ``eta_ / m`` times the batch's residuals.
+    beta_ : float
+        ``max_i k(x_i, x_i)`` over the training data (measured; not 1 for the NTK).
+    eigenvalues_ : ndarray of shape (n_components_ + 1,)
+        Nyström estimates ``lambda_1 >= ... >= lambda_{q+1}`` of the top eigenvalues of
+        the kernel covariance operator (the kernel matrix divided by ``n``).
+    top_eigenvalue_ : float
+        ``lambda_1(P)``, top eigenvalue of the preconditioned operator: the larger of
+        the Nyström value ``(lambda_{q+1} + mu)^rho (lambda_1 + mu)^(1 - rho)`` and the
+        value measured on a fresh sample of ``subsample_size`` training points (the
+        Nyström points capture the top eigen-directions only in part; what they miss
+        keeps its large eigenvalue and would make the step overshoot).
+    critical_batch_size_ : float
+        ``m*``: ``(beta_ + alpha) / top_eigenvalue_`` for ``n >> m*``; exactly
+        ``n b / ((n - 1) top_eigenvalue_ + b)`` with ``b = beta_ + alpha`` (the batch
+        at which the linear-scaling step reaches the stability limit, for batches
+        drawn without replacement).
+    projection_n_components_, projection_batch_size_, projection_eta_ : int, int, float
+        The same, chosen automatically, for EigenPro 3's inner projection solve on the
+        centers (None for EigenPro 2). The inner step is half the EigenPro 2 formula,
+        as in the EigenPro 3 code: the inexact projection then never exceeds the exact
+        one along any direction, so it cannot enlarge the outer step.
+    loss_curve_ : list of float
+        Per epoch, the mean over its batches of the squared error (averaged over
+        outputs) measured before each step.
+    validation_scores_ : list of float or None
+        Per epoch, the validation score (``early_stopping`` only).
+    best_validation_score_ : float or None
+        Best validation score (``early_stopping`` only).
+    n_iter_ : int
+        Epochs run.
+    backend_ : str
+        The engine used.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Only when ``X`` has string column names."""
+
+_NOTES_DOC = """
+    **Algorithm.** Notation of the papers: ``K`` is the kernel covariance operator
+    (the kernel matrix over ``n``), with Nyström estimates ``(lambda_i, psi_i)`` of
+    its top eigenpairs from ``s`` points; ``beta = max_i k(x_i, x_i)``. A step on a
+    batch ``B`` of size ``m`` with residuals ``r = f(X_B) - y_B`` moves ``f`` by
+    ``-eta P g`` with ``g = 1/m sum_{{i in B}} r_i k(., x_i)`` (+ ``alpha/n f``) and
+    the damped preconditioner ``P`` above (Ma & Belkin 2017, 2019). EigenPro 2
+    applies it to the coefficients of the batch and of the Nyström points
+    directly. EigenPro 3 evaluates ``h = (P g)(Z)`` on the centers and solves
+    ``K(Z, Z) theta = h`` approximately by ``projection_max_iter`` epochs of
+    EigenPro 2 on the centers (their own preconditioner, batch and step size),
+    then sets ``dual_coef_ -= eta theta`` (Abedsoltan, Belkin & Pandit 2023,
+    Algorithm 1 and the inexact projection). The Nyström points are drawn from
+    the centers, so the correction lies in their span and the projection commutes
+    with ``P``: the fixed point is the minimiser of the loss over the centers' span
+    (for user-given centers the eigenproblem is the generalised one of the data
+    operator restricted to that span, on a data sample of the same size). With
+    ``alpha > 0`` the ridge gradient ``alpha/n f`` is projected along with the data
+    gradient (the inner solve starts from ``-alpha/n dual_coef_``), so the fixed
+    point is exactly ``argmin ||K(X, Z) a - y||^2 + alpha a^T K(Z, Z) a``.
+
+    **Automatic values.** ``n_components`` is the smallest ``q`` whose critical
+    batch reaches the target batch (the memory-bound batch, at most
+    ``subsample_size`` and half the points), never flattening below the Nyström
+    resolution ``beta / subsample_size``; then ``batch_size = min(m*, memory
+    bound)`` and ``eta`` from the formula, so the default run stays in the
+    linear-scaling regime, a factor 2 inside the stability limit.
+
+    **Memory.** The ``n x n_centers`` kernel matrix is never formed: a step holds
+    one ``batch_size x n_centers`` block (sized to ``working_memory``) and the
+    setup one ``s x s`` float64 matrix; the rest is ``O((n_centers + s) d)``.
+
+    **Divergence** (loss becoming non-finite or exploding, e.g. for a too-large
+    ``eta``) raises a ``ValueError`` naming the step size; NaN predictions are
+    never returned.
+
+    References: S. Ma and M. Belkin, "Kernel machines that adapt to GPUs for
+    effective large batch training", MLSys 2019; A. Abedsoltan, M. Belkin and P.
+    Pandit, "Toward large kernel models", ICML 2023; S. Ma and M. Belkin, "Diving
+    into the shallows", NeurIPS 2017; S. Ma, R. Bassily and M. Belkin, "The power of
+    interpolation", ICML 2018."""
+
+
+class EigenProRegressor(MultiOutputMixin, RegressorMixin, _BaseEigenPro):
+    """Kernel regression by EigenPro 2 / EigenPro 3 preconditioned SGD.
+
+    Fits ``f(x) = sum_j dual_coef_[j] k(x, centers_[j])`` to the squared loss with
+    the EigenPro iteration, in memory linear in the number of samples: the training
+    data can be far larger than what a kernel matrix allows. Multi-output targets
+    are fitted jointly (one set of coefficients per output).
+
+    Parameters
+    ----------
+    {params}
+
+    Attributes
+    ----------
+    {attrs}
+
+    Raises
+    ------
+    ValueError
+        In ``fit``: NaN/inf in ``X`` or ``y``, fewer than 2 samples, an invalid
+        parameter (named), ``n_centers`` larger than the number of training samples,
+        ``n_components >= subsample_size``, ``subsample_size`` larger than the number
+        of centers, ``batch_size <= 0``, an unknown kernel or backend, or divergence.
+
+    See Also
+    --------
+    EigenProClassifier : The classifier (one-vs-all on one-hot targets).
+    kernelkit.KernelRidge : The exact dense solution, for data where ``K`` fits.
+
+    Notes
+    -----
+    {notes}
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelkit import KernelRidge
+    >>> from kernelkit.eigenpro import EigenProRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-1, 1, (500, 2)); y = np.sin(3 * X[:, 0]) * X[:, 1]
+    >>> ep = EigenProRegressor(gamma=2.0, alpha=1e-2, dtype="float64", max_iter=30,
+    ...                        random_state=0).fit(X, y)
+    >>> exact = KernelRidge(alpha=1e-2, kernel="rbf", gamma=2.0).fit(X, y)
+    >>> bool(np.abs(ep.predict(X) - exact.predict(X)).max() < 1e-3)
+    True
+    """
+
+    def fit(self, X, y):
+        """Fit the model by EigenPro iterations.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training inputs.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            Targets.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True,
+                             dtype=[np.float64, np.float32], ensure_min_samples=2)
+        Y = np.asarray(y, dtype=np.float64)
+        Y2 = Y[:, None] if Y.ndim == 1 else Y
+        self._fit(X, Y2, stratify=None)
+        if Y.ndim == 1:
+            self.dual_coef_ = self.dual_coef_[:, 0]
+        return self
+
+    def _validation_score(self, Y_val, pred):
+        return r2_score(Y_val, pred)
+
+    def predict(self, X):
+        """Predict ``k(X, centers_) @ dual_coef_``, blockwise within ``working_memory``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,) or (n_samples, n_outputs), float64
+            Predictions.
+        """
+        return self._decision(X)
+
+
+class EigenProClassifier(ClassifierMixin, _BaseEigenPro):
+    """Kernel classification by EigenPro 2 / EigenPro 3 preconditioned SGD.
+
+    One-vs-all regression on one-hot targets, as in the EigenPro papers: class
+    ``c`` gets the target 1 on its samples and 0 elsewhere (for two classes, one
+    output for ``classes_[1]``), the regression is fitted by the EigenPro iteration
+    and the predicted class is the largest output.
+
+    Parameters
+    ----------
+    {params}
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        Class labels.
+    {attrs}
+
+    Raises
+    ------
+    ValueError
+        In ``fit``: as :class:`EigenProRegressor`, plus targets that are not
+        class labels or a single class.
+
+    See Also
+    --------
+    EigenProRegressor : The regressor.
+    kernelkit.KernelRidgeClassifier : Dense kernel ridge classification.
+
+    Notes
+    -----
+    {notes}
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_digits
+    >>> from kernelkit.eigenpro import EigenProClassifier
+    >>> X, y = load_digits(return_X_y=True)
+    >>> clf = EigenProClassifier(gamma=1e-3, random_state=0).fit(X[:1200] / 16, y[:1200])
+    >>> bool(clf.score(X[1200:] / 16, y[1200:]) > 0.9)
+    True
+    """
+
+    def fit(self, X, y):
+        """Fit one-vs-all regressions on one-hot targets by EigenPro iterations.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training inputs.
+        y : array-like of shape (n_samples,)
+            Class labels of any type.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], ensure_min_samples=2)
+        check_classification_targets(y)
+        self._label_binarizer = LabelBinarizer(neg_label=0, pos_label=1)
+        Y = self._label_binarizer.fit_transform(y).astype(np.float64)
+        self.classes_ = self._label_binarizer.classes_
+        if self.classes_.shape[0] < 2:
+            raise ValueError(f"EigenProClassifier needs samples of at least 2 classes; got "
+                             f"only class {self.classes_[0]!r}.")
+        return self._fit(X, Y, stratify=y)
+
+    def _validation_score(self, Y_val, pred):
+        if Y_val.shape[1] == 1:
+            return accuracy_score(Y_val[:, 0] > 0.5, pred[:, 0] > 0.5)
+        return accuracy_score(Y_val.argmax(axis=1), pred.argmax(axis=1))
+
+    def decision_function(self, X):
+        """Per-class scores; the predicted class has the largest.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,) for two classes, else (n_samples, n_classes)
+            For two classes, the output for ``classes_[1]`` minus 1/2 (positive means
+            ``classes_[1]``); otherwise the regression output of each class.
+        """
+        scores = self._decision(X)
+        return scores[:, 0] - 0.5 if scores.shape[1] == 1 else scores
+
+    def predict(self, X):
+        """Predicted class labels.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+            Labels from ``classes_``.
+        """
+        scores = self.decision_function(X)
+        idx = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
+        return self.classes_[idx]
+
+
+_names = "rbf, laplacian, matern, polynomial, linear, cosine, ntk, nngp"
+for _cls in (EigenProRegressor, EigenProClassifier):
+    _cls.__doc__ = (_cls.__doc__.replace("{params}", _PARAMS_DOC.format(names=_names).strip())
+                    .replace("{attrs}", _ATTRS_DOC.strip())
+                    .replace("{notes}", _NOTES_DOC.format().strip()))
+del _cls, _names

@@ -1,0 +1,474 @@
+"""Ridge leverage scores: exact RLS, SQUEAK / DISQUEAK, INK-ESTIMATE, RLS Nyström.
+
+Values are checked against the exact scores and the papers' stated guarantees
+(Calandriello, Lazaric & Valko, UAI 2016 and AISTATS 2017): estimates within the
+(1 +- eps) band, dictionary size within 3 qbar d_eff, the Nyström approximation's
+spectral bound checked by eigenvalues, epsilon-accuracy of the dictionary.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from scipy.stats import binom
+from sklearn.datasets import load_breast_cancer, load_digits
+from sklearn.kernel_approximation import Nystroem
+from sklearn.linear_model import Ridge, SGDRegressor
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import kernelkit
+from kernelkit.backend import _leverage_loops as ref_loops
+from kernelkit.backend import _numba_leverage as nb_loops
+from kernelkit.backend import get_backend
+from kernelkit.kernels import RBF, Laplacian, Linear, Polynomial
+from kernelkit.leverage import (
+    SQUEAK,
+    INKEstimate,
+    RLSNystroem,
+    effective_dimension,
+    ridge_leverage_scores,
+    theory_qbar,
+)
+
+EPS = 0.5
+GAMMA_REG = 5.0
+
+
+def _data(name):
+    loader = {"breast_cancer": load_breast_cancer, "digits": load_digits}[name]
+    X = StandardScaler().fit_transform(loader().data)
+    return X[:, np.std(X, axis=0) > 0]
+
+
+@pytest.fixture(scope="module")
+def bc():
+    """breast_cancer (569 x 30), rbf gamma = 1/d, its kernel matrix and exact RLS."""
+    X = _data("breast_cancer")
+    g = 1.0 / X.shape[1]
+    K = RBF(g)(X)
+    tau = ridge_leverage_scores(X, gamma_reg=GAMMA_REG, gamma=g)
+    return X, g, K, tau
+
+
+def _in_band(est, tau, eps=EPS):
+    """Fraction of points with tau / (1 + eps) <= est <= tau / (1 - eps)."""
+    tol = 1e-9
+    return np.mean((est >= tau / (1 + eps) * (1 - tol)) & (est <= tau / (1 - eps) * (1 + tol)))
+
+
+def _regularized_nystroem(K, idx, w, gamma_reg):
+    """K S (S'KS + gamma I)^{-1} S'K with S S' = diag(w) on idx."""
+    sw = np.sqrt(w)
+    C = K[:, idx] * sw
+    A = sw[:, None] * K[np.ix_(idx, idx)] * sw + gamma_reg * np.eye(len(idx))
+    return C @ np.linalg.solve(A, C.T)
+
+
+def _check_spectral_guarantee(K, Kt, gamma_reg, eps=EPS):
+    """0 <= K - K~ <= gamma/(1 - eps) K (K + gamma I)^{-1} <= gamma/(1 - eps) I, by eigenvalues."""
+    n = len(K)
+    E = K - Kt
+    scale = np.abs(K).max()
+    lam_E = np.linalg.eigvalsh(E)
+    assert lam_E[0] >= -1e-8 * scale
+    assert lam_E[-1] <= gamma_reg / (1 - eps)
+    bound = gamma_reg / (1 - eps) * K @ np.linalg.inv(K + gamma_reg * np.eye(n))
+    bound = 0.5 * (bound + bound.T)
+    assert np.linalg.eigvalsh(bound - E)[0] >= -1e-8 * scale
+
+
+def _accuracy(K, idx, w, gamma_reg):
+    """||P - P~||_2 of SQUEAK's epsilon-accuracy definition, with P~ from S S' = diag(w)."""
+    lam, U = np.linalg.eigh(K)
+    lam = np.clip(lam, 0, None)
+    R = U * np.sqrt(lam)  # K = R R'
+    D = 1.0 / np.sqrt(lam + gamma_reg)
+    s = np.full(len(K), -1.0)
+    s[idx] += w
+    M = (D[:, None] * (R.T * s)) @ R * D[None, :]
+    e = np.linalg.eigvalsh(M)
+    return max(-e[0], e[-1])
+
+
+# ------------------------------------------------------------------ exact RLS
+@pytest.mark.parametrize("kernel", [RBF(0.3), Laplacian(0.2), Polynomial(0.2, 2, 1.0), Linear()],
+                         ids=repr)
+def test_exact_rls_equals_dense_formula(kernel, rng):
+    X = rng.standard_normal((120, 4))
+    K = kernel(X)
+    dense = np.diag(K @ np.linalg.inv(K + 0.7 * np.eye(120)))
+    with kernelkit.config_context(working_memory=0.01):  # several row blocks
+        tau = ridge_leverage_scores(X, kernel=kernel, gamma_reg=0.7)
+    assert_allclose(tau, dense, rtol=1e-9, atol=1e-12)
+    assert_allclose(ridge_leverage_scores(K, kernel="precomputed", gamma_reg=0.7), dense,
+                    rtol=1e-9, atol=1e-12)
+    assert effective_dimension(X, kernel=kernel, gamma_reg=0.7) == pytest.approx(dense.sum(),
+                                                                                 rel=1e-9)
+
+
+def test_effective_dimension_array_and_gamma_reg_scaling(rng):
+    X = rng.standard_normal((600, 3))
+    d = effective_dimension(X, gamma=0.5, gamma_reg=[0.1, 1.0, 10.0])
+    assert d.shape == (3,) and np.all(np.diff(d) < 0)
+    tau = ridge_leverage_scores(X, gamma=0.5, gamma_reg=1.0)
+    assert d[1] == pytest.approx(tau.sum(), rel=1e-9)
+    # gamma_reg = n * lambda keeps d_eff about constant as n grows; a fixed gamma_reg does not
+    lam = 0.01
+    half = effective_dimension(X[:300], gamma=0.5, gamma_reg=300 * lam)
+    full = effective_dimension(X, gamma=0.5, gamma_reg=600 * lam)
+    assert full == pytest.approx(half, rel=0.15)
+    assert effective_dimension(X, gamma=0.5, gamma_reg=3.0) > 1.2 * half
+
+
+# ------------------------------------------------------------------ SQUEAK
+@pytest.mark.parametrize("name", ["breast_cancer", "digits"])
+def test_squeak_estimates_within_band_and_size_bound(name):
+    X = _data(name)
+    g = 1.0 / X.shape[1]
+    tau = ridge_leverage_scores(X, gamma_reg=GAMMA_REG, gamma=g)
+    d_eff = tau.sum()
+    sq = SQUEAK(gamma_reg=GAMMA_REG, epsilon=EPS, qbar=8, gamma=g, random_state=0).fit(X)
+    assert _in_band(sq.leverage_scores_, tau) >= 0.95
+    # Theorem 1: at most 3 qbar d_eff copies (hence points) in the dictionary
+    assert sq.dictionary_multiplicities_.sum() <= 3 * sq.qbar_ * d_eff
+    assert len(sq.dictionary_indices_) < 0.5 * len(X)
+    assert d_eff / (1 + EPS) <= sq.effective_dim_ <= d_eff / (1 - EPS)
+    assert_allclose(sq.dictionary_weights_,
+                    sq.dictionary_multiplicities_ / (8 * sq.dictionary_probabilities_))
+    assert_array_equal(sq.dictionary_, X[sq.dictionary_indices_])
+    assert np.all(np.diff(sq.dictionary_indices_) > 0)
+    # out-of-sample estimator on the training rows gives the same scores
+    assert_allclose(sq.estimate_leverage_scores(X[:50]), sq.leverage_scores_[:50], rtol=1e-10)
+
+
+def test_squeak_spectral_guarantee_and_accuracy(bc):
+    X, g, K, tau = bc
+    sq = SQUEAK(gamma_reg=GAMMA_REG, epsilon=EPS, qbar=16, gamma=g, random_state=0).fit(X)
+    Kt = _regularized_nystroem(K, sq.dictionary_indices_, sq.dictionary_weights_, GAMMA_REG)
+    _check_spectral_guarantee(K, Kt, GAMMA_REG)
+    # the plain Nyström projection of the same columns is at least as accurate
+    idx = sq.dictionary_indices_
+    Kp = K[:, idx] @ np.linalg.pinv(K[np.ix_(idx, idx)], rtol=1e-12) @ K[idx]
+    assert np.linalg.eigvalsh(K - Kp)[-1] <= GAMMA_REG / (1 - EPS)
+    # epsilon-accuracy (Definition 1) with Theorem 1's qbar, and it improves with qbar
+    sq_auto = SQUEAK(gamma_reg=GAMMA_REG, epsilon=EPS, gamma=g, random_state=0).fit(X)
+    assert sq_auto.qbar_ == theory_qbar(len(X), EPS, 0.1)
+    assert sq_auto.dictionary_multiplicities_.sum() <= 3 * sq_auto.qbar_ * tau.sum()
+    acc_auto = _accuracy(K, sq_auto.dictionary_indices_, sq_auto.dictionary_weights_,
+                         GAMMA_REG)
+    assert acc_auto <= EPS
+    assert _in_band(sq_auto.leverage_scores_, tau) == 1.0
+    sq4 = SQUEAK(gamma_reg=GAMMA_REG, epsilon=EPS, qbar=4, gamma=g, random_state=0).fit(X)
+    assert acc_auto < _accuracy(K, sq.dictionary_indices_, sq.dictionary_weights_, GAMMA_REG) \
+        < _accuracy(K, sq4.dictionary_indices_, sq4.dictionary_weights_, GAMMA_REG)
+
+
+def test_disqueak_four_partitions_same_guarantees(bc):
+    X, g, K, tau = bc
+    params = dict(gamma_reg=GAMMA_REG, epsilon=EPS, qbar=16, gamma=g, random_state=0,
+                  n_partitions=4)
+    sq = SQUEAK(**params).fit(X)
+    assert _in_band(sq.leverage_scores_, tau) >= 0.95
+    assert sq.dictionary_multiplicities_.sum() <= 3 * 16 * tau.sum()
+    Kt = _regularized_nystroem(K, sq.dictionary_indices_, sq.dictionary_weights_, GAMMA_REG)
+    _check_spectral_guarantee(K, Kt, GAMMA_REG)
+    # the tree and its seeds do not depend on how the jobs are run
+    from joblib import parallel_config
+
+    with parallel_config(backend="threading"):
+        par = SQUEAK(**params, n_jobs=2).fit(X)
+    assert_array_equal(par.dictionary_indices_, sq.dictionary_indices_)
+    assert_allclose(par.leverage_scores_, sq.leverage_scores_, rtol=1e-10)
+
+
+def test_disqueak_on_dask_localcluster(bc):
+    distributed = pytest.importorskip("distributed")
+    from joblib import parallel_config
+
+    from kernelkit.distributed import fit_disqueak
+
+    X, g, K, tau = bc
+    params = dict(gamma_reg=GAMMA_REG, epsilon=EPS, qbar=8, gamma=g, random_state=3)
+    local = SQUEAK(**params, n_partitions=4).fit(X)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        dist = fit_disqueak(SQUEAK(**params), X, client=client, n_partitions=4)
+        with parallel_config(backend="dask"):
+            via_joblib = SQUEAK(**params, n_partitions=4, n_jobs=2).fit(X)
+    for other in (dist, via_joblib):
+        assert_array_equal(other.dictionary_indices_, local.dictionary_indices_)
+        assert_array_equal(other.dictionary_multiplicities_, local.dictionary_multiplicities_)
+        assert_allclose(other.leverage_scores_, local.leverage_scores_, rtol=1e-10)
+    assert _in_band(dist.leverage_scores_, tau) >= 0.95
+    with pytest.raises(TypeError, match="client"):
+        fit_disqueak(SQUEAK(), X, client=None)
+
+
+def test_squeak_engines_agree_and_random_state_reproduces(bc):
+    X, g, _, _ = bc
+    fits = [SQUEAK(gamma_reg=GAMMA_REG, qbar=6, gamma=g, random_state=7, backend=b).fit(X)
+            for b in ("numpy", "numba", "numba")]
+    for f in fits[1:]:
+        assert_array_equal(f.dictionary_indices_, fits[0].dictionary_indices_)
+        assert_allclose(f.leverage_scores_, fits[0].leverage_scores_, rtol=1e-9)
+    other = SQUEAK(gamma_reg=GAMMA_REG, qbar=6, gamma=g, random_state=8).fit(X)
+    assert not np.array_equal(other.dictionary_indices_, fits[0].dictionary_indices_)
+
+
+# ------------------------------------------------------------------ INK-ESTIMATE
+def test_ink_estimates_at_every_step_within_band(bc):
+    X, g, K, tau = bc
+    n = len(X)
+    # tau_{t,t} of the prefix matrices K_t, all at once: Cholesky of K + gamma I
+    L = np.linalg.cholesky(K + GAMMA_REG * np.eye(n))
+    prefix = 1.0 - GAMMA_REG / np.diag(L) ** 2
+    ink = INKEstimate(gamma_reg=GAMMA_REG, epsilon=EPS, qbar=8, gamma=g, random_state=0).fit(X)
+    assert ink.leverage_scores_.shape == (n,)
+    assert _in_band(ink.leverage_scores_, prefix) >= 0.95
+    assert ink.dictionary_multiplicities_.sum() <= 3 * 8 * tau.sum()
+    assert tau.sum() / 2 <= ink.effective_dim_ <= 2 * tau.sum()
+    assert _in_band(ink.estimate_leverage_scores(X), tau) >= 0.95
+    # the stream cut differently gives the same sketch; the sketch after 300 points
+    # satisfies the spectral bound for K_300
+    part = INKEstimate(gamma_reg=GAMMA_REG, epsilon=EPS, qbar=8, gamma=g, random_state=0)
+    part.partial_fit(X[:37]).partial_fit(X[37:300])
+    K300 = K[:300, :300]
+    Kt = _regularized_nystroem(K300, part.dictionary_indices_, part.dictionary_weights_,
+                               GAMMA_REG)
+    assert np.linalg.eigvalsh(K300 - Kt)[-1] <= GAMMA_REG / (1 - EPS)
+    part.partial_fit(X[300:])
+    assert_array_equal(part.dictionary_indices_, ink.dictionary_indices_)
+    assert_allclose(part.leverage_scores_, ink.leverage_scores_, rtol=1e-9)
+
+
+def test_ink_numba_loop_equals_numpy_reference(bc):
+    X, g, _, _ = bc
+    a = INKEstimate(gamma_reg=GAMMA_REG, qbar=5, gamma=g, random_state=1, backend="numpy").fit(X)
+    b = INKEstimate(gamma_reg=GAMMA_REG, qbar=5, gamma=g, random_state=1, backend="numba").fit(X)
+    assert_array_equal(a.dictionary_indices_, b.dictionary_indices_)
+    assert_array_equal(a.dictionary_multiplicities_, b.dictionary_multiplicities_)
+    assert_allclose(a.leverage_scores_, b.leverage_scores_, rtol=1e-8)
+
+
+# ------------------------------------------------------------------ loops and engine hook
+def test_engine_leverage_loops_hook():
+    assert get_backend("numpy").leverage_loops() is ref_loops
+    assert get_backend("numba").leverage_loops() is nb_loops
+
+
+def test_binomial_thinning_matches_scipy(rng):
+    q = rng.integers(0, 6000, 4000)
+    q[:500] = rng.integers(0, 5, 500)
+    r = rng.uniform(0, 1, 4000)
+    r[:300] = rng.uniform(0.999, 1.0, 300)
+    r[300:600] = rng.uniform(0, 1e-4, 300)
+    r[600:610], r[610:620] = 0.0, 1.0
+    u = rng.uniform(0, 1, 4000)
+    got = nb_loops.thin(q, r, u)
+    ref = ref_loops.thin(q, r, u)
+    # equal except where u is within rounding of a CDF step
+    lo = np.clip(binom.ppf(np.maximum(u - 1e-10, 0), q, r), 0, None)
+    hi = binom.ppf(np.minimum(u + 1e-10, 1 - 1e-16), q, r)
+    hi = np.where(np.isnan(hi), q, hi)
+    ok = (got >= np.where(r <= 0, 0, np.where(r >= 1, q, lo))) & \
+         (got <= np.where(r <= 0, 0, np.where(r >= 1, q, hi)))
+    assert ok.all()
+    assert np.mean(got == ref) > 0.999
+    assert np.all((got >= 0) & (got <= q))
+
+
+def test_counter_uniforms_agree(rng):
+    keys = rng.integers(0, 10**9, 1000)
+    a = ref_loops.uniforms(2**63 + 12345, 77, keys)
+    b = nb_loops.uniforms(2**63 + 12345, 77, keys)
+    assert_array_equal(a, b)
+    assert 0 <= a.min() and a.max() < 1 and abs(a.mean() - 0.5) < 0.05
+
+
+# ------------------------------------------------------------------ RLSNystroem
+def test_uniform_sampler_reproduces_sklearn_nystroem(bc):
+    X, g, _, _ = bc
+    ours = RLSNystroem(gamma=g, n_components=60, sampler="uniform", random_state=4).fit(X)
+    ref = Nystroem(gamma=g, n_components=60, random_state=4).fit(X)
+    assert_array_equal(ours.component_indices_, np.sort(ref.component_indices_))
+    F, R = ours.transform(X[:100]), ref.transform(X[:100])
+    assert_allclose(F @ F.T, R @ R.T, rtol=1e-8, atol=1e-10)
+
+
+def test_rls_nystroem_interface_and_pipelines(bc):
+    X, g, K, _ = bc
+    y = np.sin(X[:, 0]) + X[:, 1] ** 2
+    ny = RLSNystroem(gamma=g, n_components=80, random_state=0).fit(X)
+    assert ny.components_.shape == (80, X.shape[1])
+    assert ny.normalization_.shape == (80, 80)
+    assert ny.component_indices_.shape == (80,) and ny.component_weights_.shape == (80,)
+    assert_array_equal(ny.components_, X[ny.component_indices_])
+    # gamma_reg matched to the budget: d_eff(gamma_reg_) ~ n_components / qbar
+    assert effective_dimension(X, gamma=g, gamma_reg=ny.gamma_reg_) == pytest.approx(40, rel=0.05)
+    F = ny.transform(X)
+    assert np.linalg.eigvalsh(K - F @ F.T)[-1] <= ny.gamma_reg_ / (1 - EPS)
+    out = ny.set_output(transform="pandas").transform(X[:5])
+    assert list(out.columns[:2]) == ["rlsnystroem0", "rlsnystroem1"]
+    for reg in (Ridge(alpha=1e-3), SGDRegressor(random_state=0, max_iter=2000, tol=1e-6)):
+        pipe = make_pipeline(RLSNystroem(gamma=g, n_components=80, random_state=0), reg)
+        assert pipe.fit(X[:400], y[:400]).score(X[400:], y[400:]) > 0.5
+    grid = GridSearchCV(make_pipeline(RLSNystroem(random_state=0), Ridge(alpha=1e-3)),
+                        {"rlsnystroem__n_components": [20, 60],
+                         "rlsnystroem__gamma": [g, 3 * g]}, cv=3).fit(X, y)
+    assert grid.best_params_["rlsnystroem__n_components"] == 60
+
+
+@pytest.mark.parametrize("sampler", ["squeak", "ink", "exact"])
+def test_rls_samplers_spectral_bound(bc, sampler):
+    X, g, K, _ = bc
+    ny = RLSNystroem(gamma=g, n_components=120, sampler=sampler, random_state=0).fit(X)
+    F = ny.transform(X)
+    assert np.all(np.isfinite(F))
+    assert np.linalg.eigvalsh(K - F @ F.T)[-1] <= ny.gamma_reg_ / (1 - EPS)
+
+
+def test_precomputed_kernel_with_fewer_components(bc):
+    X, g, K, _ = bc
+    ny = RLSNystroem(kernel="precomputed", n_components=50, random_state=0).fit(K)
+    F = ny.transform(K[:20])
+    assert F.shape == (20, 50) and np.all(np.isfinite(F))
+    idx = ny.component_indices_
+    nys = K[:20][:, idx] @ np.linalg.pinv(K[np.ix_(idx, idx)], rtol=1e-12) @ K[idx][:, :20]
+    assert_allclose(F @ F.T, nys, atol=1e-6)
+    sq = SQUEAK(kernel="precomputed", gamma_reg=GAMMA_REG, qbar=8, random_state=0).fit(K)
+    tau = ridge_leverage_scores(K, kernel="precomputed", gamma_reg=GAMMA_REG)
+    assert _in_band(sq.leverage_scores_, tau) >= 0.95 and sq.dictionary_ is None
+
+
+def test_duplicates_and_rank_deficient_kernels(rng):
+    base = rng.standard_normal((40, 3))
+    X = np.vstack([base, base])  # every point twice
+    ny = RLSNystroem(gamma=0.5, n_components=80, random_state=0).fit(X)
+    F = ny.transform(X)
+    assert np.all(np.isfinite(F))
+    assert_allclose(F @ F.T, RBF(0.5)(X), atol=1e-7)
+    low = rng.standard_normal((200, 3)) @ rng.standard_normal((3, 10))  # rank 3, linear kernel
+    for sampler in ("squeak", "exact", "uniform"):
+        lin = RLSNystroem(kernel="linear", n_components=30, sampler=sampler,
+                          random_state=0).fit(low)
+        F = lin.transform(low)
+        assert np.all(np.isfinite(F))
+        assert_allclose(F @ F.T, low @ low.T, atol=1e-7 * np.abs(low @ low.T).max())
+
+
+def _cluster_and_outliers(seed, n_dense=1000, n_sparse=60):
+    r = np.random.default_rng(seed)
+    dense = r.normal(0.0, 0.3, (n_dense, 2))
+    sparse = r.uniform(-6, 6, (n_sparse, 2))
+    return dense, sparse
+
+
+def _f(X):
+    return np.sin(1.5 * X[:, 0]) * np.cos(X[:, 1])
+
+
+def test_rls_beats_uniform_where_the_outliers_live():
+    errs = {"squeak": [], "uniform": []}
+    for seed in range(3):
+        dense, sparse = _cluster_and_outliers(seed)
+        X = np.vstack([dense, sparse])
+        y = _f(X)
+        test = np.random.default_rng(100 + seed).uniform(-6, 6, (400, 2))
+        # only test points near a training outlier (where the function is learnable)
+        near = np.min(((test[:, None] - sparse[None]) ** 2).sum(-1), axis=1) < 0.3**2
+        for sampler in errs:
+            pipe = make_pipeline(RLSNystroem(gamma=2.0, n_components=100, sampler=sampler,
+                                             random_state=seed), Ridge(alpha=1e-4))
+            pred = pipe.fit(X, y).predict(test[near])
+            errs[sampler].append(np.mean((pred - _f(test[near])) ** 2))
+    assert np.mean(errs["squeak"]) < 0.5 * np.mean(errs["uniform"])
+
+
+# ------------------------------------------------------------------ bad input
+def test_bad_input_errors(bc):
+    X = bc[0][:100]
+    with pytest.warns(UserWarning, match="n_components > n_samples"):
+        ny = RLSNystroem(n_components=150, random_state=0).fit(X)
+    assert ny.transform(X).shape == (100, 100)
+    for est in (SQUEAK(gamma_reg=0.0), INKEstimate(gamma_reg=-1.0),
+                RLSNystroem(gamma_reg=0.0)):
+        with pytest.raises(ValueError, match="gamma_reg"):
+            est.fit(X)
+    with pytest.raises(ValueError, match="gamma_reg"):
+        ridge_leverage_scores(X, gamma_reg=-1)
+    with pytest.raises(ValueError, match="gamma_reg"):
+        effective_dimension(X, gamma_reg=[1.0, 0.0])
+    for eps in (0.0, 1.0, 1.5, -0.1):
+        with pytest.raises(ValueError, match="epsilon"):
+            SQUEAK(epsilon=eps).fit(X)
+    for qbar in (0, 2.5, "theory", True):
+        with pytest.raises(ValueError, match="qbar"):
+            SQUEAK(qbar=qbar).fit(X)
+    with pytest.raises(ValueError, match="sampler"):
+        RLSNystroem(sampler="leverage").fit(X)
+    with pytest.raises(ValueError, match="n_components"):
+        RLSNystroem(n_components=0).fit(X)
+    with pytest.raises(ValueError, match="n_partitions"):
+        SQUEAK(n_partitions=0).fit(X)
+    bad = X.copy()
+    bad[3, 2] = np.nan
+    for est in (SQUEAK(), INKEstimate(), RLSNystroem()):
+        with pytest.raises(ValueError, match="NaN"):
+            est.fit(bad)
+        with pytest.raises(ValueError, match="1 sample"):
+            est.fit(X[:1])
+        with pytest.raises(ValueError, match="0 sample"):
+            est.fit(X[:0])
+    bad[3, 2] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        ridge_leverage_scores(bad)
+    K = RBF(0.1)(X)
+    nonpsd = K - 0.5 * np.eye(100)
+    for est in (SQUEAK(kernel="precomputed"), RLSNystroem(kernel="precomputed")):
+        with pytest.raises(ValueError, match="positive semi-definite"):
+            est.fit(nonpsd)
+        with pytest.raises(ValueError, match="square"):
+            est.fit(K[:, :50])
+    with pytest.raises(ValueError, match="symmetric"):
+        ridge_leverage_scores(K + np.triu(np.ones_like(K), 1) * 0.1, kernel="precomputed")
+    with pytest.raises(ValueError, match="partial_fit"):
+        INKEstimate(kernel="precomputed").partial_fit(K)
+
+
+def test_inputs_not_modified(bc):
+    X = bc[0][:150].copy()
+    Xc = X.copy()
+    K = RBF(0.1)(X)
+    Kc = K.copy()
+    RLSNystroem(n_components=30, random_state=0).fit(X).transform(X)
+    SQUEAK(qbar=4, random_state=0, n_partitions=2).fit(X).estimate_leverage_scores(X)
+    INKEstimate(qbar=4, random_state=0).fit(X)
+    RLSNystroem(kernel="precomputed", n_components=30, random_state=0).fit(K).transform(K)
+    ridge_leverage_scores(K, kernel="precomputed")
+    assert_array_equal(X, Xc)
+    assert_array_equal(K, Kc)
+
+
+def _expected_failures(estimator):
+    """scikit-learn's checks pass integer-rounded linear kernels, which are not PSD."""
+    if getattr(estimator, "kernel", None) == "precomputed":
+        why = "the check rounds a linear kernel matrix to integers: no longer PSD"
+        return {"check_estimators_dtypes": why, "check_positive_only_tag_during_fit": why}
+    return {}
+
+
+@parametrize_with_checks([
+    SQUEAK(), SQUEAK(qbar=3, n_partitions=2), INKEstimate(qbar=3),
+    RLSNystroem(n_components=10), RLSNystroem(n_components=10, sampler="exact"),
+    RLSNystroem(n_components=10, sampler="ink"), RLSNystroem(n_components=10, sampler="uniform"),
+    RLSNystroem(kernel="precomputed", n_components=5),
+], expected_failed_checks=_expected_failures)
+def test_sklearn_compatible(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # n_components capped on tiny data
+        check(estimator)
