@@ -78,7 +78,7 @@ for name, (gp, _, _) in fits.items():
 # the observed targets.
 shown = ["NTK + White", "Constant * RBF + White"]
 fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-for ax, name in zip(axes, shown):
+for ax, name in zip(axes, shown, strict=True):
     _, mean, std = fits[name]
     order = np.argsort(mean)
     idx = np.arange(len(order))

@@ -25,7 +25,6 @@ Because it is an ordinary scikit-learn estimator, it goes in a
 import time
 
 import matplotlib.pyplot as plt
-import numpy as np
 from sklearn.datasets import load_digits
 from sklearn.model_selection import GridSearchCV, train_test_split
 from sklearn.pipeline import Pipeline

@@ -14,7 +14,8 @@ def _info():
     from .backend import available_backends
 
     print(f"kernelkit {__version__} on Python {platform.python_version()} ({platform.machine()})")
-    print(f"numpy {numpy.__version__}, scipy {scipy.__version__}, scikit-learn {sklearn.__version__}")
+    print(f"numpy {numpy.__version__}, scipy {scipy.__version__}, "
+          f"scikit-learn {sklearn.__version__}")
     try:
         import numba
 

@@ -20,9 +20,9 @@ kernelkit does not.
 import numpy as np
 
 from ._config import config_context, get_config
+from ._disqueak_dask import fit_disqueak
 from .backend import resolve_backend
 from .kernels import make_kernel
-from ._disqueak_dask import fit_disqueak
 from .utils._validation import check_pair
 
 __all__ = ["kernel_matmul", "DaskKernelOperator", "fit_disqueak"]
@@ -159,7 +159,7 @@ class DaskKernelOperator:
         """``k(X, Z) @ W`` for the prepared batch."""
         W = np.asarray(W, dtype=self.dtype)
         futs = [self._submit(_dot, bf, W[b0:b1], worker=w)
-                for bf, (b0, b1, w, _) in zip(handle, self._chunks)]
+                for bf, (b0, b1, w, _) in zip(handle, self._chunks, strict=True)]
         parts = self.client.gather(futs)
         out = parts[0].copy()
         for part in parts[1:]:
@@ -170,7 +170,7 @@ class DaskKernelOperator:
         """``k(X, Z[J])`` for the prepared batch (``J`` sorted center indices)."""
         J = np.asarray(J)
         futs = []
-        for bf, (b0, b1, w, _) in zip(handle, self._chunks):
+        for bf, (b0, b1, w, _) in zip(handle, self._chunks, strict=True):
             idx = J[(J >= b0) & (J < b1)] - b0
             if idx.size:
                 futs.append(self._submit(_cols, bf, idx, worker=w))
@@ -180,7 +180,7 @@ class DaskKernelOperator:
         """``k(Z, X) @ R`` for the prepared batch."""
         R = np.asarray(R, dtype=self.dtype)
         futs = [self._submit(_rdot, bf, R, worker=w)
-                for bf, (_, _, w, _) in zip(handle, self._chunks)]
+                for bf, (_, _, w, _) in zip(handle, self._chunks, strict=True)]
         return np.vstack(self.client.gather(futs))
 
     def release(self, handle):

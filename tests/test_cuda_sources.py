@@ -29,10 +29,8 @@ import pytest
 from numpy.testing import assert_allclose
 
 import kernelkit
-from kernelkit.backend import KernelSpec
-from kernelkit.backend import _cupy
-from kernelkit.backend._array import (ACTIVATION_CODES, CANCELLATION, STATIONARY_CODES,
-                                      ArrayBackend)
+from kernelkit.backend import KernelSpec, _cupy
+from kernelkit.backend._array import ACTIVATION_CODES, CANCELLATION, STATIONARY_CODES, ArrayBackend
 from kernelkit.backend._cupy import CupyBackend
 
 GXX = shutil.which("g++")

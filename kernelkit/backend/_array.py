@@ -305,7 +305,8 @@ class ArrayBackend:
                 rows, cols = self._self_pairs(block, self_offset)
                 dst[rows, cols] = xp.where(sx[rows] > 0, 1.0, 0.0)
 
-    def _nn(self, block, dst, sx, sy, depth, act, w2, b2, inv_d, want_ntk, self_offset, tri, Xb, Yb):
+    def _nn(self, block, dst, sx, sy, depth, act, w2, b2, inv_d, want_ntk, self_offset, tri,
+            Xb, Yb):
         xp = self.xp
         K = block * inv_d
         T = xp.zeros_like(K)

@@ -14,8 +14,8 @@ import threading
 import numba as nb
 import numpy as np
 
-from ._array import CANCELLATION, NEAR_PARALLEL
 from ..utils._threads import single_blas_thread
+from ._array import CANCELLATION, NEAR_PARALLEL
 from ._numpy import NumpyBackend
 
 _PI = math.pi
