@@ -11,10 +11,9 @@ import math
 import numba as nb
 import numpy as np
 
+from ._numba import _stationary_value
 from ._thinning import PSD_TOL, SPLIT_NOT_PSD, SPLIT_OK
 
-_SQRT3 = math.sqrt(3.0)
-_SQRT5 = math.sqrt(5.0)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -161,7 +160,6 @@ def stationary_rows(code, X, Yt, gamma, out):
     """
     n = X.shape[0]
     d, m = Yt.shape
-    inv_ell = math.sqrt(2.0 * gamma)
     # scale the coordinates so that the first pass writes and the others accumulate the
     # exponent directly: sqrt(gamma) (x - y) for rbf, gamma (x - y) for the L1 Laplacian
     c = gamma if code == 4 else math.sqrt(gamma) if code == 0 else 1.0
@@ -194,14 +192,6 @@ def stationary_rows(code, X, Yt, gamma, out):
                     for j in range(m):
                         t = xk - Yt[k, j]
                         row[j] += t * t
-        if code == 1:
+        if 1 <= code <= 3:  # Matérn: the engine's scalar formulas
             for j in range(m):
-                row[j] = math.exp(-math.sqrt(row[j]) * inv_ell)
-        elif code == 2:
-            for j in range(m):
-                t = _SQRT3 * math.sqrt(row[j]) * inv_ell
-                row[j] = (1.0 + t) * math.exp(-t)
-        elif code == 3:
-            for j in range(m):
-                t = _SQRT5 * math.sqrt(row[j]) * inv_ell
-                row[j] = (1.0 + t + t * t / 3.0) * math.exp(-t)
+                row[j] = _stationary_value(code, row[j], gamma)
