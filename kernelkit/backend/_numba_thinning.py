@@ -15,7 +15,6 @@ from ._numba import _stationary_value
 from ._thinning import PSD_TOL, SPLIT_NOT_PSD, SPLIT_OK
 
 
-
 @nb.njit(cache=True, nogil=True)
 def split_chunk(kmat, ri, ci, i0, i1, sign, uniforms, state, log_mult, acc, wb):
     """Compiled :func:`kernelkit.backend._thinning.split_chunk`."""
