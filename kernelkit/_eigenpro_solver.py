@@ -42,6 +42,8 @@ from scipy import linalg
 from ._config import get_config
 from .backend import get_backend
 from .kernels import Kernel
+from .utils._linalg import SMALL_SOLVE
+from .utils._threads import single_blas_thread
 
 # Nyström eigenvalues below this fraction of the largest are rounding noise.
 RANK_RTOL = 1e-10
@@ -201,6 +203,14 @@ class LocalOperator:
 
 # ------------------------------------------------------------------ preconditioner
 def nystrom_eigensystem(K_JJ, n_eig, C=None):
+    """See :func:`_nystrom_eigensystem`; one BLAS thread below ``SMALL_SOLVE`` points."""
+    if K_JJ.shape[0] < SMALL_SOLVE:
+        with single_blas_thread():
+            return _nystrom_eigensystem(K_JJ, n_eig, C)
+    return _nystrom_eigensystem(K_JJ, n_eig, C)
+
+
+def _nystrom_eigensystem(K_JJ, n_eig, C=None):
     """Top eigenpairs of a kernel covariance operator restricted to ``span K(., Z_J)``.
 
     Parameters
@@ -384,6 +394,14 @@ def measured_top(A, c, K_vv, K_vJ, shift):
     ``lambda_{q+1}^rho lambda_1^(1 - rho)`` it sees the top eigen-directions that the
     ``s`` Nyström points capture only in part, so the step size does not overshoot them.
     """
+    v = K_vv.shape[0]
+    if v < SMALL_SOLVE:
+        with single_blas_thread():
+            return _measured_top(A, c, K_vv, K_vJ, shift)
+    return _measured_top(A, c, K_vv, K_vJ, shift)
+
+
+def _measured_top(A, c, K_vv, K_vJ, shift):
     v = K_vv.shape[0]
     B = K_vJ @ A
     M = (K_vv - (B * c) @ B.T) / v

@@ -149,14 +149,38 @@ class DaskKernelOperator:
                                   pure=False)
 
     def prepare(self, X):
-        """Compute and keep ``k(X, Z_chunk)`` on every worker; returns a handle."""
+        """Compute and keep ``k(X, Z_chunk)`` on every worker.
+
+        Parameters
+        ----------
+        X : ndarray of shape (m, n_features)
+            A batch, sent to every worker.
+
+        Returns
+        -------
+        handle : list of distributed.Future
+            One block future per chunk, for :meth:`matmul`, :meth:`columns`,
+            :meth:`rmatmul`; free it with :meth:`release`.
+        """
         X = np.ascontiguousarray(X, dtype=self.dtype)
         xf = self.client.scatter(X, broadcast=True, hash=False)
         return [self._submit(_block_task, self.evaluator, xf, zf, self.dtype.name,
                              self.working_memory, worker=w) for (_, _, w, zf) in self._chunks]
 
     def matmul(self, handle, W):
-        """``k(X, Z) @ W`` for the prepared batch."""
+        """``k(X, Z) @ W`` for the prepared batch.
+
+        Parameters
+        ----------
+        handle : list of distributed.Future
+            From :meth:`prepare`.
+        W : ndarray of shape (p, k)
+            Coefficients of the centers; each worker receives its chunk's rows.
+
+        Returns
+        -------
+        KW : ndarray of shape (m, k), ``dtype``
+        """
         W = np.asarray(W, dtype=self.dtype)
         futs = [self._submit(_dot, bf, W[b0:b1], worker=w)
                 for bf, (b0, b1, w, _) in zip(handle, self._chunks, strict=True)]
@@ -167,7 +191,19 @@ class DaskKernelOperator:
         return out
 
     def columns(self, handle, J):
-        """``k(X, Z[J])`` for the prepared batch (``J`` sorted center indices)."""
+        """``k(X, Z[J])`` for the prepared batch.
+
+        Parameters
+        ----------
+        handle : list of distributed.Future
+            From :meth:`prepare`.
+        J : ndarray of int, sorted
+            Center indices.
+
+        Returns
+        -------
+        KJ : ndarray of shape (m, len(J)), ``dtype``
+        """
         J = np.asarray(J)
         futs = []
         for bf, (b0, b1, w, _) in zip(handle, self._chunks, strict=True):
@@ -177,19 +213,49 @@ class DaskKernelOperator:
         return np.hstack(self.client.gather(futs))
 
     def rmatmul(self, handle, R):
-        """``k(Z, X) @ R`` for the prepared batch."""
+        """``k(Z, X) @ R`` for the prepared batch.
+
+        Parameters
+        ----------
+        handle : list of distributed.Future
+            From :meth:`prepare`.
+        R : ndarray of shape (m, k)
+            Sent to every worker.
+
+        Returns
+        -------
+        KR : ndarray of shape (p, k), ``dtype``
+        """
         R = np.asarray(R, dtype=self.dtype)
         futs = [self._submit(_rdot, bf, R, worker=w)
                 for bf, (_, _, w, _) in zip(handle, self._chunks, strict=True)]
         return np.vstack(self.client.gather(futs))
 
     def release(self, handle):
-        """Free the blocks of a prepared batch on the workers."""
+        """Free the blocks of a prepared batch on the workers.
+
+        Parameters
+        ----------
+        handle : list of distributed.Future
+            From :meth:`prepare`.
+        """
         for f in handle:
             f.release()
 
     def forward(self, X, W):
-        """``k(X, Z) @ W`` in float64 for any number of rows of ``X``."""
+        """``k(X, Z) @ W`` in float64 for any number of rows of ``X`` (prediction).
+
+        Each worker computes its chunk's product blockwise within ``working_memory``.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_X, n_features)
+        W : ndarray of shape (p,) or (p, k)
+
+        Returns
+        -------
+        KW : ndarray of shape (n_X,) or (n_X, k), float64
+        """
         X = np.ascontiguousarray(X, dtype=self.dtype)
         W = np.asarray(W)
         xf = self.client.scatter(X, broadcast=True, hash=False)
@@ -203,7 +269,7 @@ class DaskKernelOperator:
         return out
 
     def close(self):
-        """Release the scattered centers."""
+        """Release the centers scattered on the workers; the operator is unusable after."""
         for (_, _, _, zf) in self._chunks:
             zf.release()
         self._chunks = []

@@ -24,6 +24,7 @@ attributes); see :class:`EigenProRegressor` for the formulas.
 
 import math
 import warnings
+from contextlib import nullcontext
 from numbers import Integral, Real
 
 import numpy as np
@@ -39,6 +40,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from . import _eigenpro_solver as _ep
 from .backend import resolve_backend
 from .kernels import make_kernel
+from .utils._threads import single_blas_thread
 
 __all__ = ["EigenProRegressor", "EigenProClassifier"]
 
@@ -349,9 +351,15 @@ class _BaseEigenPro(BaseEstimator):
                     pred = np.asarray(engine.to_host(op.forward(Xv, weights)))
                     return self._validation_score(Y_val, pred)
 
+            # the numba engine runs its blocks on its own threads, one BLAS thread each;
+            # the step's small products then also take one BLAS thread (two OpenBLAS
+            # threads gain nothing on them and stall whenever a core is busy)
+            blas = single_blas_thread() if self.backend_ == "numba" else nullcontext()
             try:
-                hist = solver.run(params["max_iter"], params["tol"], params["n_iter_no_change"],
-                                  score_fn, params["verbose"], self.early_stopping)
+                with blas:
+                    hist = solver.run(params["max_iter"], params["tol"],
+                                      params["n_iter_no_change"], score_fn, params["verbose"],
+                                      self.early_stopping)
             except _ep.Diverged as exc:
                 raise ValueError(
                     f"EigenPro diverged: {exc}, with step size eta={P.eta:.6g} (batch_size="
