@@ -457,7 +457,9 @@ default=None
         reaches the batch size (the given one, or the largest that fits in
         ``working_memory``): EigenPro 2's adaptation of the kernel to the memory of
         the device. 0 is plain (unpreconditioned) minibatch kernel SGD with the same
-        step-size rule. At most ``subsample_size // 3`` (and 1000) when "auto".
+        step-size rule. When "auto": at most ``subsample_size // 3`` (and 1000), and
+        never flattening the spectrum below ``beta / subsample_size``, the smallest
+        eigenvalue the Nyström points resolve (see Notes).
     subsample_size : "auto" or int >= 1, default="auto"
         ``s``, the number of Nyström points (drawn from the centers) whose kernel
         matrix is eigendecomposed (float64). "auto": ``min(n_centers, 2000)``, or
@@ -606,8 +608,11 @@ _NOTES_DOC = """
     linear-scaling regime, a factor 2 inside the stability limit.
 
     **Memory.** The ``n x n_centers`` kernel matrix is never formed: a step holds
-    one ``batch_size x n_centers`` block (sized to ``working_memory``) and the
-    setup one ``s x s`` float64 matrix; the rest is ``O((n_centers + s) d)``.
+    one ``batch_size x n_centers`` block (sized to ``working_memory``; EigenPro 3
+    also keeps ``k(Z_J, Z)``, ``s x n_centers``, when it fits there) and the setup
+    three ``s x s`` float64 matrices (the Nyström kernel matrix and the blocks that
+    measure ``lambda_1(P)``); the rest is ``O((n + n_centers + s) d)``: the training
+    data (cast to ``dtype``), the centers and the coefficients.
 
     **Divergence** (loss becoming non-finite or exploding, e.g. for a too-large
     ``eta``) raises a ``ValueError`` naming the step size; NaN predictions are
@@ -660,9 +665,9 @@ class EigenProRegressor(MultiOutputMixin, RegressorMixin, _BaseEigenPro):
     >>> from kernelkit.eigenpro import EigenProRegressor
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-1, 1, (500, 2)); y = np.sin(3 * X[:, 0]) * X[:, 1]
-    >>> ep = EigenProRegressor(gamma=2.0, alpha=1e-2, dtype="float64", max_iter=30,
-    ...                        random_state=0).fit(X, y)
-    >>> exact = KernelRidge(alpha=1e-2, kernel="rbf", gamma=2.0).fit(X, y)
+    >>> ep = EigenProRegressor(gamma=2.0, alpha=0.1, dtype="float64", max_iter=30,
+    ...                        tol=None, random_state=0).fit(X, y)
+    >>> exact = KernelRidge(alpha=0.1, kernel="rbf", gamma=2.0).fit(X, y)
     >>> bool(np.abs(ep.predict(X) - exact.predict(X)).max() < 1e-3)
     True
     """
@@ -748,8 +753,8 @@ class EigenProClassifier(ClassifierMixin, _BaseEigenPro):
     >>> from sklearn.datasets import load_digits
     >>> from kernelkit.eigenpro import EigenProClassifier
     >>> X, y = load_digits(return_X_y=True)
-    >>> clf = EigenProClassifier(gamma=1e-3, random_state=0).fit(X[:1200] / 16, y[:1200])
-    >>> bool(clf.score(X[1200:] / 16, y[1200:]) > 0.9)
+    >>> clf = EigenProClassifier(gamma=0.05, tol=None, random_state=0)
+    >>> bool(clf.fit(X[:1200] / 16, y[:1200]).score(X[1200:] / 16, y[1200:]) > 0.95)
     True
     """
 
