@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import write_section  # noqa: E402 (benchmarks/ is on sys.path)
 
 HERE = Path(__file__).resolve().parent
 JSON_PATH = HERE / "results_kernels.json"
@@ -448,21 +449,6 @@ def render_markdown(res):
     return "\n".join(lines)
 
 
-def write_markdown(section):
-    if MD_PATH.exists():
-        text = MD_PATH.read_text()
-    else:
-        text = MD_HEADER
-    start = text.find(SECTION)
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        nxt = text.find("\n## ", start + len(SECTION))
-        end = len(text) if nxt < 0 else nxt + 1
-        text = text[:start] + section + ("\n" if nxt >= 0 else "") + text[end:]
-    MD_PATH.write_text(text.rstrip("\n") + "\n")
-
-
 def print_table(res):
     print(f"\nn = {res['n']}, d = {D}; median of {REPEATS} after a warm-up "
           f"(numpy-engine NTK: {SLOW_REPEATS}, no warm-up)")
@@ -520,7 +506,7 @@ def main(argv=None):
     out["rows"] = [dict(zip(("case", "kernelkit_median_s", "peer_median_s", "ratio", "target",
                              "met"), r, strict=True)) for r in res["rows"]]
     JSON_PATH.write_text(json.dumps(out, indent=2) + "\n")
-    write_markdown(render_markdown(res))
+    write_section(MD_PATH, SECTION, MD_HEADER, render_markdown(res))
     print(f"wrote {JSON_PATH.relative_to(HERE.parent)} and {MD_PATH.relative_to(HERE.parent)}")
 
 

@@ -46,6 +46,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from _common import write_section  # noqa: E402 (benchmarks/ is on sys.path)
 from bench_kernels import MD_HEADER, machine_info, proc_status_kib  # noqa: E402
 
 JSON_PATH = HERE / "results_leverage.json"
@@ -366,18 +367,6 @@ def render_markdown(res):
     return "\n".join(L)
 
 
-def write_markdown(section):
-    text = MD_PATH.read_text() if MD_PATH.exists() else MD_HEADER
-    start = text.find(SECTION)
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        nxt = text.find("\n## ", start + len(SECTION))
-        end = len(text) if nxt < 0 else nxt + 1
-        text = text[:start] + section + ("\n" if nxt >= 0 else "") + text[end:]
-    MD_PATH.write_text(text.rstrip("\n") + "\n")
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, write nothing")
@@ -388,7 +377,8 @@ def main(argv=None):
         print(json.dumps(run_case(args._case[0], int(args._case[1]), int(args._case[2]))))
         return
     if args._render:  # regenerate the section from the JSON file, without running
-        write_markdown(render_markdown(json.loads(JSON_PATH.read_text())))
+        res = json.loads(JSON_PATH.read_text())
+        write_section(MD_PATH, SECTION, MD_HEADER, render_markdown(res))
         return
     t_start = time.perf_counter()
     res = {"timestamp": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -437,7 +427,7 @@ def main(argv=None):
         print(render_markdown(res))
         return
     JSON_PATH.write_text(json.dumps(res, indent=2, default=float) + "\n")
-    write_markdown(render_markdown(res))
+    write_section(MD_PATH, SECTION, MD_HEADER, render_markdown(res))
     print(f"wrote {JSON_PATH.relative_to(HERE.parent)} and {MD_PATH.relative_to(HERE.parent)}")
 
 

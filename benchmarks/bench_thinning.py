@@ -54,6 +54,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import write_section  # noqa: E402 (benchmarks/ is on sys.path)
 
 HERE = Path(__file__).resolve().parent
 JSON_PATH = HERE / "results_thinning.json"
@@ -396,18 +397,6 @@ def render_markdown(res):
     return "\n".join(lines)
 
 
-def write_markdown(section):
-    text = MD_PATH.read_text() if MD_PATH.exists() else MD_HEADER
-    start = text.find(SECTION)
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        nxt = text.find("\n## ", start + len(SECTION))
-        end = len(text) if nxt < 0 else nxt + 1
-        text = text[:start] + section + ("\n" if nxt >= 0 else "") + text[end:]
-    MD_PATH.write_text(text.rstrip("\n") + "\n")
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true",
@@ -445,7 +434,7 @@ def main(argv=None):
     if args.quick:
         return
     JSON_PATH.write_text(json.dumps(res, indent=1, default=float) + "\n")
-    write_markdown(render_markdown(res))
+    write_section(MD_PATH, SECTION, MD_HEADER, render_markdown(res))
     print(f"wrote {JSON_PATH.relative_to(HERE.parent)} and {MD_PATH.relative_to(HERE.parent)}")
 
 
