@@ -2,7 +2,7 @@
 
 from ._config import config_context, get_config, set_config
 from .eigenpro import EigenProClassifier, EigenProRegressor
-from .kernel_ridge import KernelRidge, KernelRidgeClassifier, NTKRidge, NTKRidgeClassifier
+from .ridge import KernelRidge, KernelRidgeClassifier, NTKRidge, NTKRidgeClassifier
 from .leverage import SQUEAK, INKEstimate, RLSNystroem, effective_dimension, ridge_leverage_scores
 from .thinning import KernelThinning, kernel_thinning
 

@@ -11,7 +11,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 
-from .kernel_ridge import KernelRidge, KernelRidgeClassifier, NTKRidge, NTKRidgeClassifier
+from .ridge import KernelRidge, KernelRidgeClassifier, NTKRidge, NTKRidgeClassifier
 from .utils._threads import single_blas_thread
 
 ALPHAS = [0.01, 0.1, 1.0, 10.0]

@@ -14,9 +14,10 @@ from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from .backend import get_backend, resolve_backend
-from .kernels import NTK, Kernel, make_kernel
-from .utils._linalg import solve_ridge
+from ..backend import resolve_backend
+from ..kernels import NTK, is_precomputed, make_kernel
+from ..kernels._resolve import KernelOperator
+from ..utils._linalg import solve_ridge
 
 
 def _check_alpha(alpha, n_targets):
@@ -38,19 +39,17 @@ class _KernelRidgeBase(BaseEstimator):
         return make_kernel(self.kernel, self.gamma, self.degree, self.coef0, self.kernel_params)
 
     def _precomputed(self):
-        return isinstance(getattr(self, "kernel", None), str) and self.kernel == "precomputed"
+        return is_precomputed(getattr(self, "kernel", None))
+
+    def _operator(self):
+        """The fitted kernel on the fitted engine (the one resolver)."""
+        return KernelOperator(self._get_kernel(), self.n_features_in_, self.backend_)
 
     def _kernel_matrix(self, X, Y):
         """Host float64 ``k(X, Y)`` (``Y`` None: ``k(X, X)``)."""
         if self._precomputed():
             return X
-        kernel = self._get_kernel()
-        if not isinstance(kernel, Kernel):
-            return kernel(X, X if Y is None else Y)
-        engine = get_backend(self.backend_)
-        K = engine.pairwise(kernel.spec(X.shape[1]), engine.asarray(X),
-                            None if Y is None else engine.asarray(Y))
-        return np.asarray(engine.to_host(K), dtype=np.float64)
+        return self._operator().block_host(X, Y)
 
     def _fit_targets(self, X, Y, sample_weight):
         self.backend_ = resolve_backend(self.backend, X)
@@ -61,8 +60,7 @@ class _KernelRidgeBase(BaseEstimator):
         alpha = _check_alpha(self.alpha, n_targets)
         K = self._kernel_matrix(X, None)
         if not np.all(np.isfinite(K)):
-            raise ValueError("the kernel matrix of X has NaN or infinite entries; check the "
-                             "kernel parameters (e.g. a fractional degree of a negative base).")
+            raise ValueError("the precomputed kernel matrix X has NaN or infinite entries.")
         if sample_weight is not None:
             sw = np.sqrt(_check_sample_weight(sample_weight, X, ensure_non_negative=True))
             K = K * np.outer(sw, sw)
@@ -79,13 +77,8 @@ class _KernelRidgeBase(BaseEstimator):
         X = validate_data(self, X, reset=False, dtype=np.float64)
         if self._precomputed():
             return X @ self.dual_coef_
-        kernel = self._get_kernel()
-        if not isinstance(kernel, Kernel):
-            return kernel(X, self.X_fit_) @ self.dual_coef_
-        engine = get_backend(self.backend_)
-        out = engine.matmul(kernel.spec(X.shape[1]), engine.asarray(X),
-                            engine.asarray(self.X_fit_), engine.asarray(self.dual_coef_))
-        return np.asarray(engine.to_host(out))
+        op = self._operator()
+        return np.asarray(op.engine.to_host(op.matmul(X, self.X_fit_, self.dual_coef_)))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

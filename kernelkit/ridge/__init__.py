@@ -1,0 +1,5 @@
+"""Kernel ridge regression and classification (exact solvers; NTK ridge)."""
+
+from ._kernel_ridge import KernelRidge, KernelRidgeClassifier, NTKRidge, NTKRidgeClassifier
+
+__all__ = ["KernelRidge", "KernelRidgeClassifier", "NTKRidge", "NTKRidgeClassifier"]
