@@ -2,8 +2,8 @@
 
 from ._config import config_context, get_config, set_config
 from .eigenpro import EigenProClassifier, EigenProRegressor
-from .ridge import KernelRidge, KernelRidgeClassifier, NTKRidge, NTKRidgeClassifier
 from .leverage import SQUEAK, INKEstimate, RLSNystroem, effective_dimension, ridge_leverage_scores
+from .ridge import KernelRidge, KernelRidgeClassifier, NTKRidge, NTKRidgeClassifier
 from .thinning import KernelThinning, kernel_thinning
 
 __version__ = "0.1.0.dev0"

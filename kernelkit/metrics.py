@@ -4,8 +4,8 @@ import math
 
 import numpy as np
 
-from .backend import get_backend, is_cupy_array
-from .kernels import Kernel, make_kernel
+from .backend import is_cupy_array, resolve_backend
+from .kernels import resolve_kernel
 from .utils._validation import check_pair
 
 __all__ = ["mmd"]
@@ -108,30 +108,14 @@ def mmd(X, Y, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None
     b = _check_weights(weights_Y, m, "weights_Y")
     a = np.full(n, 1.0 / n) if a is None else a
     b = np.full(m, 1.0 / m) if b is None else b
-    k = make_kernel(kernel, gamma, degree, coef0, kernel_params)
-    engine = get_backend(backend, X, Y)
-    if isinstance(k, Kernel):
-        spec = k.spec(X.shape[1])
-        Xe, Ye = engine.asarray(X), engine.asarray(Y)
+    op = resolve_kernel(kernel, gamma, degree, coef0, kernel_params, n_features=X.shape[1],
+                        backend=resolve_backend(backend, X, Y))
+    Xe, Ye = op.engine.asarray(X), op.engine.asarray(Y)
 
-        def product(A, B, w):
-            return np.asarray(engine.to_host(engine.matmul(spec, A, B, engine.asarray(w))))
+    def product(A, B, w):
+        return np.asarray(op.engine.to_host(op.matmul(A, B, w)), dtype=np.float64)
 
-        def diag(A):
-            return np.asarray(engine.to_host(engine.diag(spec, A)))
-    else:
-        Xe, Ye = np.asarray(engine.to_host(X)), np.asarray(engine.to_host(Y))
-        from ._config import get_config
-
-        budget = get_config()["working_memory"] * 2**20
-
-        def product(A, B, w):
-            step = max(1, int(budget // (8 * B.shape[0])))
-            return np.concatenate([k(A[r:r + step], B) @ w for r in range(0, A.shape[0], step)])
-
-        def diag(A):
-            return np.concatenate([np.diagonal(k(A[r:r + 256], A[r:r + 256]))
-                                   for r in range(0, A.shape[0], 256)])
+    diag = op.diag
 
     xx = float(a @ product(Xe, Xe, a))
     yy = float(b @ product(Ye, Ye, b))

@@ -9,10 +9,10 @@ from sklearn.base import clone
 
 distributed = pytest.importorskip("distributed")
 
-from kernelkit._eigenpro_solver import KernelEvaluator, LocalOperator  # noqa: E402
 from kernelkit.distributed import DaskKernelOperator, kernel_matmul  # noqa: E402
 from kernelkit.eigenpro import EigenProClassifier, EigenProRegressor  # noqa: E402
-from kernelkit.kernels import NTK, RBF, Matern  # noqa: E402
+from kernelkit.eigenpro._solver import LocalOperator  # noqa: E402
+from kernelkit.kernels import NTK, RBF, KernelOperator, Matern  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def test_kernel_matmul_equals_local_product(client, data, kernel):
 
 def test_operator_products_equal_local_ones(client, data):
     X, Y, Xt = data
-    ev = KernelEvaluator(RBF(0.3), "numba", 6)
+    ev = KernelOperator(RBF(0.3), 6, "numba")
     local = LocalOperator(ev, X, np.float64)
     dask_op = DaskKernelOperator(client, ev, X, np.float64, n_chunks=3)
     try:
@@ -90,9 +90,9 @@ def test_address_string_clones_pickles_and_classifies(client, data):
 
 
 def test_bad_clients_and_arrays(client, data, monkeypatch):
-    import kernelkit.distributed
+    import kernelkit.distributed._operator
 
-    monkeypatch.setattr(kernelkit.distributed, "CONNECT_TIMEOUT", "1s")
+    monkeypatch.setattr(kernelkit.distributed._operator, "CONNECT_TIMEOUT", "1s")
     X, Y, Xt = data
     with pytest.raises(ValueError, match="client must be None"):
         kernel_matmul(42, RBF(), Xt, X, Y)

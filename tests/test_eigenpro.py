@@ -213,9 +213,10 @@ def test_blockwise_batches_equal_in_memory_batches(ridge_data):
         small = EigenProRegressor(**kw).fit(X, Y)
     assert_allclose(small.dual_coef_, ref.dual_coef_, rtol=1e-9, atol=1e-12)
     # every product of the operator, in memory and blockwise
-    from kernelkit._eigenpro_solver import KernelEvaluator, LocalOperator
+    from kernelkit.eigenpro._solver import LocalOperator
+    from kernelkit.kernels import KernelOperator
 
-    op = LocalOperator(KernelEvaluator(RBF(0.1), "numba", 10), X[:300], np.float64)
+    op = LocalOperator(KernelOperator(RBF(0.1), 10, "numba"), X[:300], np.float64)
     XB, W, R, J = X[500:620], Y[:300], Y[:120], np.array([3, 50, 299])
     K = RBF(0.1)(XB, X[:300])
     for wm in (10, 0.05):

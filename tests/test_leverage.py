@@ -21,9 +21,6 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import kernelkit
-from kernelkit.backend import _leverage_loops as ref_loops
-from kernelkit.backend import _numba_leverage as nb_loops
-from kernelkit.backend import get_backend
 from kernelkit.kernels import RBF, Laplacian, Linear, Polynomial
 from kernelkit.leverage import (
     SQUEAK,
@@ -33,6 +30,9 @@ from kernelkit.leverage import (
     ridge_leverage_scores,
     theory_qbar,
 )
+from kernelkit.leverage import _loops as ref_loops
+from kernelkit.leverage import _loops_numba as nb_loops
+from kernelkit.utils._dispatch import select_loops
 
 EPS = 0.5
 GAMMA_REG = 5.0
@@ -256,9 +256,10 @@ def test_ink_numba_loop_equals_numpy_reference(bc):
 
 
 # ------------------------------------------------------------------ loops and engine hook
-def test_engine_leverage_loops_hook():
-    assert get_backend("numpy").leverage_loops() is ref_loops
-    assert get_backend("numba").leverage_loops() is nb_loops
+def test_loops_follow_the_engine_name():
+    assert select_loops("kernelkit.leverage", "numpy") is ref_loops
+    assert select_loops("kernelkit.leverage", "cupy") is ref_loops
+    assert select_loops("kernelkit.leverage", "numba") is nb_loops
 
 
 def test_binomial_thinning_matches_scipy(rng):

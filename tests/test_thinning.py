@@ -12,18 +12,13 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import kernelkit
 from kernelkit.backend import KernelSpec, get_backend
 from kernelkit.backend._numpy import NumpyBackend
-from kernelkit.backend._thinning import SPLIT_NOT_PSD, SPLIT_OK, matern_profile
 from kernelkit.kernels import RBF, Laplacian, Matern
 from kernelkit.metrics import mmd
-from kernelkit.thinning import (
-    KernelThinning,
-    _kt,
-    _kt_split,
-    _Pool,
-    _power_spec,
-    _ThinKernel,
-    kernel_thinning,
-)
+from kernelkit.thinning import KernelThinning, kernel_thinning
+from kernelkit.thinning._kernel import _Pool, _power_spec, _ThinKernel
+from kernelkit.thinning._kt import _kt, _kt_split, _loops, _refine
+from kernelkit.thinning._loops import SPLIT_NOT_PSD, SPLIT_OK
+from kernelkit.thinning._power import matern_profile
 
 ENGINES = ["numpy", "numba"]
 
@@ -219,7 +214,7 @@ def test_halving_and_refinement_match_goodpoints():
             ktc.refine_K(K, ref, K.mean(1), np.empty(n), unique, non_core)
             stat = np.diag(K) / len(Q) + (2 / len(Q)) * K[:, Q].sum(1) - 2 * K.mean(1)
             counts = np.bincount(Q, minlength=n).astype(np.int64)
-            engine.kt_refine_steps(stat, K, Q.copy(), 0, True, Q, 0, len(Q), counts, unique,
+            _refine(engine, stat, K, Q.copy(), 0, True, Q, 0, len(Q), counts, unique,
                                    2 / len(Q), 0.0)
             assert_array_equal(Q, ref)
 
@@ -240,7 +235,7 @@ def test_split_chunk_engines_and_accumulators(nacc):
         sign, state, acc = np.zeros(s), np.zeros(1), np.zeros((nacc, s))
         # two chunks: rows 0..39 from the stored matrix, then the rest
         for i0, i1 in ((0, 20), (20, s // 2)):
-            st = engine.kt_split_chunk(K, P[2 * i0:2 * i1], P, i0, i1, sign, uniforms, state,
+            st = _loops(engine).split_chunk(K, P[2 * i0:2 * i1], P, i0, i1, sign, uniforms, state,
                                        math.log(1e4), acc, wb)
             assert st == SPLIT_OK
         out[name] = sign, state, acc
@@ -258,7 +253,7 @@ def test_split_chunk_engines_and_accumulators(nacc):
 def test_split_chunk_detects_non_psd(name):
     K = np.array([[1.0, 2.0], [2.0, 1.0]])  # b^2 = 1 + 1 - 4 < 0
     idx = np.arange(2, dtype=np.int64)
-    st = get_backend(name).kt_split_chunk(K, idx, idx, 0, 1, np.zeros(2), np.zeros(1),
+    st = _loops(get_backend(name)).split_chunk(K, idx, idx, 0, 1, np.zeros(2), np.zeros(1),
                                           np.zeros(1), 1.0, np.zeros((0, 2)), np.zeros(2))
     assert st == SPLIT_NOT_PSD
 
@@ -276,7 +271,7 @@ def test_refine_engines_agree_and_never_increase_mmd(unique):
         Q = Q0.copy()
         stat = np.diag(K) / q + (2 / q) * K[:, Q].sum(1) - 2 * meanK
         counts = np.bincount(Q, minlength=n).astype(np.int64)
-        t, y = get_backend(name).kt_refine_steps(stat, K, Q0.copy(), 0, True, Q, 0, q, counts,
+        t, y = _refine(get_backend(name), stat, K, Q0.copy(), 0, True, Q, 0, q, counts,
                                                  unique, 2 / q, 0.0)
         assert (t, y) == (q, -1)
         results[name] = Q, stat
@@ -298,12 +293,12 @@ def test_refine_keeps_the_point_on_ties(name):
     Q = np.array([3, 5], dtype=np.int64)
     stat = np.diag(K) / q + (2 / q) * K[:, Q].sum(1) - 2 * K.mean(1)
     counts = np.bincount(Q, minlength=n).astype(np.int64)
-    get_backend(name).kt_refine_steps(stat, K, Q.copy(), 0, True, Q, 0, q, counts, True, 2 / q,
+    _refine(get_backend(name), stat, K, Q.copy(), 0, True, Q, 0, q, counts, True, 2 / q,
                                       1e-12)
     assert_array_equal(Q, [3, 5])
 
 
-def test_kt_pairwise_matches_pairwise():
+def test_pairwise_into_matches_pairwise():
     rng = np.random.default_rng(0)
     X, Y = rng.standard_normal((70, 3)), rng.standard_normal((50, 3))
     X[5] = X[6] + 1e-9  # near-duplicates
@@ -311,7 +306,7 @@ def test_kt_pairwise_matches_pairwise():
     for spec in (RBF(0.3).spec(3), Laplacian(0.4).spec(3), Matern(0.2, 0.5).spec(3),
                  Matern(0.2, 1.5).spec(3), Matern(0.2, 2.5).spec(3)):
         for args in ((X, Y), (X, None)):
-            assert_allclose(fast.kt_pairwise(spec, *args), ref.pairwise(spec, *args),
+            assert_allclose(fast.pairwise_into(spec, *args), ref.pairwise(spec, *args),
                             rtol=1e-12, atol=1e-15)
 
 

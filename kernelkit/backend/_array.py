@@ -151,18 +151,6 @@ class ArrayBackend:
         _, nngp, ntk = nn_row_stats(xp, sq, int(depth), act, w2, b2, 1.0 / X.shape[1])
         return ntk if name == "ntk" else nngp
 
-    def leverage_loops(self):
-        """Host module of the ridge-leverage-score samplers' sequential loops.
-
-        ``thin`` (binomial thinning by inverse CDF), ``uniforms`` (counter-based
-        uniforms) and ``ink_steps`` (INK-ESTIMATE's per-point loop); this reference
-        engine returns the NumPy versions (:mod:`._leverage_loops`), the Numba engine
-        compiled ones with the same signatures.
-        """
-        from . import _leverage_loops
-
-        return _leverage_loops
-
     # ---------------------------------------------------------------- driver
     def _out_dtype(self, X, Y):
         xp = self.xp
@@ -374,50 +362,13 @@ class ArrayBackend:
     # Sequential loops over host (NumPy) arrays that hold kernel blocks computed by
     # ``pairwise``; see :mod:`kernelkit.backend._thinning`. This class runs the NumPy
     # reference; the Numba engine overrides the two loops with compiled copies.
-    def kt_pairwise(self, spec, X, Y=None, out=None):
-        """Kernel block for thinning: ``pairwise`` here; engines may use a faster path.
+    def pairwise_into(self, spec, X, Y=None, out=None):
+        """:meth:`pairwise`, written into ``out`` (host float64) where the engine can.
 
-        Same values as :meth:`pairwise` (to rounding), float64. ``out``, a C-contiguous
-        float64 host array of the result's shape, may receive the result (engines that
-        write in place avoid allocating a large block per call); this one ignores it.
+        For repeated blocks of one size (kernel thinning's rounds) a reused ``out``
+        avoids page-faulting a fresh large array per call; this engine ignores it.
         """
         return self.pairwise(spec, X, Y)
-
-    def kt_split_chunk(self, kmat, ri, ci, i0, i1, sign, uniforms, state, log_mult, acc,
-                       wb):
-        """KT-SPLIT's halving walk over pairs ``i0 .. i1 - 1`` of one coreset.
-
-        See :func:`kernelkit.backend._thinning.split_chunk` (arguments and return value).
-        """
-        from ._thinning import split_chunk
-
-        return split_chunk(kmat, ri, ci, i0, i1, sign, uniforms, state, log_mult, acc, wb)
-
-    def kt_refine_steps(self, stat, rows, row_index, base, full, coreset, t0, t1, counts,
-                        unique, scale, tol, spec=None, X=None):
-        """KT-SWAP's greedy refinement over coreset slots ``t0 .. t1 - 1``.
-
-        See :func:`kernelkit.backend._thinning.refine_steps` (arguments and return value).
-        ``spec`` and the pool's points ``X`` let an engine compute the rows of swapped-in
-        points itself instead of returning them to the caller; this one does not.
-        """
-        from ._thinning import refine_steps
-
-        return refine_steps(stat, rows, row_index, base, full, coreset, t0, t1, counts,
-                            unique, scale, tol)
-
-    def kt_power_block(self, name, params, X, Y):
-        """Host float64 block of a power kernel without an engine spec.
-
-        See :func:`kernelkit.backend._thinning.power_block`; ``X``, ``Y`` may be arrays
-        of this engine (copied to the host).
-        """
-        import numpy
-
-        from ._thinning import power_block
-
-        return power_block(name, params, numpy.asarray(self.to_host(X), dtype=numpy.float64),
-                           numpy.asarray(self.to_host(Y), dtype=numpy.float64))
 
 
 def stationary_from_sqdist(xp, code, d2, gamma):

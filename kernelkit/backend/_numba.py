@@ -259,6 +259,55 @@ def mirror_rows(out, r0, r1):
             out[j, i] = out[i, j]
 
 
+@nb.njit(cache=True, nogil=True)
+def stationary_rows(code, X, Yt, gamma, out):
+    """Stationary kernel rows from the coordinates, for inputs of few features.
+
+    ``code`` 0: rbf, 1/2/3: Matérn nu = 1/2, 3/2, 5/2 (length scale ``1 / sqrt(2 gamma)``),
+    4: L1 Laplacian. ``Yt`` holds the second point set transposed (features x points),
+    so the inner loops run over contiguous points. For codes 0 and 4 ``out`` receives
+    the exponent (``-gamma ||x - y||_2^2`` or ``-gamma ||x - y||_1``), to be
+    exponentiated by the caller with NumPy's vectorised ``exp``; for Matérn the value.
+    """
+    n = X.shape[0]
+    d, m = Yt.shape
+    # scale the coordinates so that the first pass writes and the others accumulate the
+    # exponent directly: sqrt(gamma) (x - y) for rbf, gamma (x - y) for the L1 Laplacian
+    c = gamma if code == 4 else math.sqrt(gamma) if code == 0 else 1.0
+    for i in range(n):
+        row = out[i]
+        for k in range(d):
+            xk = c * X[i, k]
+            if code == 4:
+                if k == 0:
+                    for j in range(m):
+                        row[j] = -abs(xk - c * Yt[k, j])
+                else:
+                    for j in range(m):
+                        row[j] -= abs(xk - c * Yt[k, j])
+            elif code == 0:
+                if k == 0:
+                    for j in range(m):
+                        t = xk - c * Yt[k, j]
+                        row[j] = -t * t
+                else:
+                    for j in range(m):
+                        t = xk - c * Yt[k, j]
+                        row[j] -= t * t
+            else:
+                if k == 0:
+                    for j in range(m):
+                        t = xk - Yt[k, j]
+                        row[j] = t * t
+                else:
+                    for j in range(m):
+                        t = xk - Yt[k, j]
+                        row[j] += t * t
+        if 1 <= code <= 3:  # Matérn: the engine's scalar formulas
+            for j in range(m):
+                row[j] = _stationary_value(code, row[j], gamma)
+
+
 def _n_workers():
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -266,8 +315,8 @@ def _n_workers():
         return max(1, os.cpu_count() or 1)
 
 
-_KT_DIRECT = {"rbf": 0, "matern": None, "laplacian": 4}  # kt_pairwise's direct path
-_KT_DIRECT_MAX_D = 16
+_DIRECT = {"rbf": 0, "matern": None, "laplacian": 4}  # pairwise_into's direct path
+_DIRECT_MAX_D = 16
 _POOL = {}
 # A forked child inherits the pool object but not its threads: start a new one there.
 os.register_at_fork(after_in_child=_POOL.clear)
@@ -279,12 +328,6 @@ class NumbaBackend(NumpyBackend):
     """CPU engine: BLAS for products, fused parallel Numba passes for the rest."""
 
     name = "numba"
-
-    def leverage_loops(self):
-        """Compiled sequential loops of the leverage-score samplers (:mod:`._numba_leverage`)."""
-        from . import _numba_leverage
-
-        return _numba_leverage
 
     def _stationary(self, code, block, dst, sx, sy, gamma, self_offset, tri, Xb, Yb):
         if code == 0:  # Gaussian: compiled distance pass, then NumPy's vectorised exp
@@ -325,8 +368,7 @@ class NumbaBackend(NumpyBackend):
     def _mirror_rows(self, out, r0, r1):
         mirror_rows(out, r0, r1)
 
-    # kernel thinning (reference: ArrayBackend.kt_pairwise / kt_split_chunk / kt_refine_steps)
-    def kt_pairwise(self, spec, X, Y=None, out=None):
+    def pairwise_into(self, spec, X, Y=None, out=None):
         """Stationary kernels of few features from the coordinates, threaded by row blocks.
 
         With ``d <= 16`` features the GEMM behind :meth:`pairwise` is memory-bound (its
@@ -335,12 +377,11 @@ class NumbaBackend(NumpyBackend):
         triangle and mirrored. Other kernels: :meth:`pairwise`.
         """
         name, p = spec
-        if name not in _KT_DIRECT or X.shape[1] > _KT_DIRECT_MAX_D:
+        if name not in _DIRECT or X.shape[1] > _DIRECT_MAX_D:
             return self.pairwise(spec, X, Y)
         from ._array import STATIONARY_CODES
-        from ._numba_thinning import stationary_rows
 
-        code = _KT_DIRECT[name] if name != "matern" else STATIONARY_CODES[("matern", p[1])]
+        code = _DIRECT[name] if name != "matern" else STATIONARY_CODES[("matern", p[1])]
         X = np.ascontiguousarray(X, dtype=np.float64)
         Yt = np.ascontiguousarray((X if Y is None else Y).T, dtype=np.float64)
         if out is None or out.shape != (X.shape[0], Yt.shape[1]):
@@ -359,28 +400,16 @@ class NumbaBackend(NumpyBackend):
         self._map_blocks(job, X.shape[0], Yt.shape[1], scratch=False)
         return out
 
-    def kt_split_chunk(self, kmat, ri, ci, i0, i1, sign, uniforms, state, log_mult, acc,
-                       wb):
-        from ._numba_thinning import split_chunk
-
-        return split_chunk(kmat, ri, ci, i0, i1, sign, uniforms, state, float(log_mult), acc,
-                           wb)
-
-    def kt_refine_steps(self, stat, rows, row_index, base, full, coreset, t0, t1, counts,
-                        unique, scale, tol, spec=None, X=None):
+    def direct_code(self, spec, X):
+        """The :func:`stationary_rows` code of ``spec`` for host points ``X``, else -1."""
+        if (spec is None or X is None or spec.name not in _DIRECT or X.shape[1] > _DIRECT_MAX_D
+                or not isinstance(X, np.ndarray)):
+            return -1
         from ._array import STATIONARY_CODES
-        from ._numba_thinning import refine_steps
 
-        code, gamma, Xc = -1, 0.0, np.empty((1, 1))
-        if (spec is not None and X is not None and spec.name in _KT_DIRECT
-                and X.shape[1] <= _KT_DIRECT_MAX_D and isinstance(X, np.ndarray)):
-            code = _KT_DIRECT[spec.name]
-            if spec.name == "matern":
-                code = STATIONARY_CODES[("matern", spec.params[1])]
-            gamma, Xc = float(spec.params[0]), np.ascontiguousarray(X, dtype=np.float64)
-        return refine_steps(stat, rows, row_index, base, bool(full), coreset, t0, t1, counts,
-                            bool(unique), float(scale), float(tol), code, gamma, Xc,
-                            np.ascontiguousarray(Xc.T))
+        if spec.name == "matern":
+            return STATIONARY_CODES[("matern", spec.params[1])]
+        return _DIRECT[spec.name]
 
     def _map_blocks(self, job, n, ncols, scratch):
         """Blocks run concurrently on a thread pool, BLAS held to one thread per block.

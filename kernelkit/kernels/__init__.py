@@ -4,7 +4,7 @@ Every kernel is a callable ``k(X, Y=None)`` and a scikit-learn GP kernel; see
 :class:`Kernel`. Estimators also accept the names of :data:`KERNELS`.
 """
 
-from ._base import Kernel, _CallableKernel
+from ._base import Kernel
 from ._library import RBF, Cosine, Laplacian, Linear, Matern, Polynomial
 from ._neural import NNGP, NTK
 from ._resolve import KernelOperator, is_precomputed, make_kernel, resolve_kernel

@@ -1,7 +1,7 @@
 """Compiled sequential loops of the ridge-leverage-score samplers (Numba).
 
 Same functions and signatures as the NumPy reference
-:mod:`kernelkit.backend._leverage_loops`, which is their oracle in the tests:
+:mod:`kernelkit.leverage._loops`, which is their oracle in the tests:
 binomial thinning by inverse CDF (:func:`thin`), the counter-based uniforms
 (:func:`uniforms`) and INK-ESTIMATE's per-point loop (:func:`ink_steps`), whose
 per-step dictionary bookkeeping runs without Python overhead (the inverse of the

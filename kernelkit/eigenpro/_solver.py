@@ -39,11 +39,9 @@ import warnings
 import numpy as np
 from scipy import linalg
 
-from ._config import get_config
-from .backend import get_backend
-from .kernels import Kernel
-from .utils._linalg import SMALL_SOLVE
-from .utils._threads import single_blas_thread
+from .._config import get_config
+from ..utils._linalg import SMALL_SOLVE
+from ..utils._threads import single_blas_thread
 
 # Nyström eigenvalues below this fraction of the largest are rounding noise.
 RANK_RTOL = 1e-10
@@ -59,66 +57,6 @@ PROJECTION_ETA_SCALE = 0.5
 
 class Diverged(ArithmeticError):
     """Raised by the iteration when the loss becomes non-finite or explodes."""
-
-
-# --------------------------------------------------------------------------- kernels
-class KernelEvaluator:
-    """Kernel blocks on one engine; picklable (holds the engine *name*, not the engine).
-
-    Parameters
-    ----------
-    kernel : Kernel or callable
-        A kernelkit :class:`~kernelkit.kernels.Kernel` (evaluated by the engine) or a
-        host callable ``f(X, Y) -> (n_X, n_Y)`` (from :func:`kernelkit.kernels.make_kernel`).
-    backend : str
-        Resolved engine name (``"numpy"``, ``"numba"``, ``"cupy"``).
-    n_features : int
-    """
-
-    def __init__(self, kernel, backend, n_features):
-        if isinstance(kernel, Kernel):
-            self.spec = kernel.spec(n_features)
-            self.func = None
-            self.backend = backend
-        else:
-            self.spec = None
-            self.func = kernel
-            self.backend = "numpy"  # host callables compute on the host
-
-    @property
-    def engine(self):
-        return get_backend(self.backend)
-
-    def block(self, X, Y, dtype):
-        """``k(X, Y)`` as an engine array of ``dtype`` (float32 inputs give float32)."""
-        if self.func is None:
-            return self.engine.pairwise(self.spec, X, Y).astype(dtype, copy=False)
-        return np.asarray(self.func(np.asarray(X, np.float64), np.asarray(Y, np.float64)),
-                          dtype=dtype)
-
-    def matmul(self, X, Y, W, budget_bytes):
-        """``k(X, Y) @ W`` in float64, holding at most ``budget_bytes`` of kernel values."""
-        if self.func is None:
-            return self.engine.matmul(self.spec, X, Y, W)
-        xp = np
-        W = xp.asarray(W, dtype=xp.float64)
-        out = xp.empty((X.shape[0],) + W.shape[1:], dtype=xp.float64)
-        rows = max(1, int(budget_bytes // (8 * max(1, Y.shape[0]))))
-        for r0 in range(0, X.shape[0], rows):
-            out[r0:r0 + rows] = self.block(X[r0:r0 + rows], Y, np.float64) @ W
-        return out
-
-    def diag(self, X, budget_bytes):
-        """``k(x_i, x_i)`` as a host float64 vector."""
-        if self.func is None:
-            return np.asarray(self.engine.to_host(self.engine.diag(self.spec, X)), np.float64)
-        X = np.asarray(X, np.float64)
-        out = np.empty(X.shape[0])
-        rows = max(1, min(256, int(math.sqrt(budget_bytes / 8))))
-        for r0 in range(0, X.shape[0], rows):
-            out[r0:r0 + rows] = np.diagonal(self.block(X[r0:r0 + rows], X[r0:r0 + rows],
-                                                       np.float64))
-        return out
 
 
 def budget_bytes():
@@ -143,7 +81,7 @@ class LocalOperator:
 
     Parameters
     ----------
-    evaluator : KernelEvaluator
+    evaluator : kernelkit.kernels.KernelOperator
     Z : array of shape (p, n_features)
         Centers, on the engine's device, in the compute dtype.
     dtype : numpy dtype
@@ -173,7 +111,7 @@ class LocalOperator:
     def matmul(self, handle, W):
         """``k(X, Z) @ W`` for the prepared batch ``X``."""
         if isinstance(handle, _Lazy):
-            out = self.evaluator.matmul(handle.X, self.Z, W, budget_bytes())
+            out = self.evaluator.matmul(handle.X, self.Z, W)
             return self.xp.asarray(out).astype(self.dtype, copy=False)
         return handle @ W
 
@@ -186,7 +124,7 @@ class LocalOperator:
     def rmatmul(self, handle, R):
         """``k(Z, X) @ R`` for the prepared batch ``X``."""
         if isinstance(handle, _Lazy):
-            out = self.evaluator.matmul(self.Z, handle.X, R, budget_bytes())
+            out = self.evaluator.matmul(self.Z, handle.X, R)
             return self.xp.asarray(out).astype(self.dtype, copy=False)
         return handle.T @ R
 
@@ -195,7 +133,7 @@ class LocalOperator:
 
     def forward(self, X, W):
         """``k(X, Z) @ W`` in float64 for any number of rows (prediction)."""
-        return self.evaluator.matmul(X, self.Z, W, budget_bytes())
+        return self.evaluator.matmul(X, self.Z, W)
 
     def close(self):
         pass

@@ -59,16 +59,16 @@ def fit_disqueak(estimator, X, *, client, n_partitions=None):
     """
     from distributed import Client
 
-    from .leverage import (
+    from ..leverage._common import _take
+    from ..leverage._squeak import (
         SQUEAK,
         _partition_scores,
         _seeds,
         _squeak_merge,
         _squeak_sequential,
-        _take,
         _tree_pairs,
     )
-    from .utils._validation import check_scalar_param
+    from ..utils._validation import check_scalar_param
 
     if not isinstance(client, Client):
         raise TypeError(f"client must be a distributed.Client, got {type(client).__name__}.")

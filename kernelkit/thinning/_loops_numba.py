@@ -1,4 +1,4 @@
-"""Compiled copies of kernel thinning's sequential loops (see :mod:`._thinning`).
+"""Compiled copies of kernel thinning's sequential loops (see :mod:`._loops`).
 
 Same arguments, same arithmetic and the same tie rules as the NumPy reference; the
 only differences are summation orders (a loop here, BLAS ``dot`` there), so both
@@ -11,13 +11,13 @@ import math
 import numba as nb
 import numpy as np
 
-from ._numba import _stationary_value
-from ._thinning import PSD_TOL, SPLIT_NOT_PSD, SPLIT_OK
+from ..backend._numba import stationary_rows
+from ._loops import PSD_TOL, SPLIT_NOT_PSD, SPLIT_OK
 
 
 @nb.njit(cache=True, nogil=True)
 def split_chunk(kmat, ri, ci, i0, i1, sign, uniforms, state, log_mult, acc, wb):
-    """Compiled :func:`kernelkit.backend._thinning.split_chunk`."""
+    """Compiled :func:`kernelkit.thinning._loops.split_chunk`."""
     sig2 = state[0]
     nacc = acc.shape[0]
     status = SPLIT_OK
@@ -100,7 +100,7 @@ def split_chunk(kmat, ri, ci, i0, i1, sign, uniforms, state, log_mult, acc, wb):
 @nb.njit(cache=True, nogil=True)
 def refine_steps(stat, rows, row_index, base, full, coreset, t0, t1, counts, unique, scale,
                  tol, code, gamma, X, Xt):
-    """Compiled :func:`kernelkit.backend._thinning.refine_steps`.
+    """Compiled :func:`kernelkit.thinning._loops.refine_steps`.
 
     With ``code >= 0`` (a :func:`stationary_rows` kernel, pool coordinates ``X`` and their
     transpose ``Xt``) the row of a swapped-in point is computed here and the loop goes
@@ -145,52 +145,3 @@ def refine_steps(stat, rows, row_index, base, full, coreset, t0, t1, counts, uni
             continue
         return t, y
     return t1, -1
-
-
-@nb.njit(cache=True, nogil=True)
-def stationary_rows(code, X, Yt, gamma, out):
-    """Stationary kernel rows from the coordinates, for inputs of few features.
-
-    ``code`` 0: rbf, 1/2/3: Matérn nu = 1/2, 3/2, 5/2 (length scale ``1 / sqrt(2 gamma)``),
-    4: L1 Laplacian. ``Yt`` holds the second point set transposed (features x points),
-    so the inner loops run over contiguous points. For codes 0 and 4 ``out`` receives
-    the exponent (``-gamma ||x - y||_2^2`` or ``-gamma ||x - y||_1``), to be
-    exponentiated by the caller with NumPy's vectorised ``exp``; for Matérn the value.
-    """
-    n = X.shape[0]
-    d, m = Yt.shape
-    # scale the coordinates so that the first pass writes and the others accumulate the
-    # exponent directly: sqrt(gamma) (x - y) for rbf, gamma (x - y) for the L1 Laplacian
-    c = gamma if code == 4 else math.sqrt(gamma) if code == 0 else 1.0
-    for i in range(n):
-        row = out[i]
-        for k in range(d):
-            xk = c * X[i, k]
-            if code == 4:
-                if k == 0:
-                    for j in range(m):
-                        row[j] = -abs(xk - c * Yt[k, j])
-                else:
-                    for j in range(m):
-                        row[j] -= abs(xk - c * Yt[k, j])
-            elif code == 0:
-                if k == 0:
-                    for j in range(m):
-                        t = xk - c * Yt[k, j]
-                        row[j] = -t * t
-                else:
-                    for j in range(m):
-                        t = xk - c * Yt[k, j]
-                        row[j] -= t * t
-            else:
-                if k == 0:
-                    for j in range(m):
-                        t = xk - Yt[k, j]
-                        row[j] = t * t
-                else:
-                    for j in range(m):
-                        t = xk - Yt[k, j]
-                        row[j] += t * t
-        if 1 <= code <= 3:  # Matérn: the engine's scalar formulas
-            for j in range(m):
-                row[j] = _stationary_value(code, row[j], gamma)

@@ -1,31 +1,11 @@
-"""Blockwise kernel products on a Dask cluster (``dask.distributed``).
-
-kernelkit runs on one machine by default; this module spreads the operation that
-dominates kernel machines on large data, the kernel matrix-vector product
-``k(X, Z) @ W`` against many points ``Z``, over the workers of an existing Dask
-cluster: ``Z`` is split into row chunks scattered once (one per worker), each
-task computes its chunk's kernel block with the worker's own kernelkit engine, and
-only the small products travel back.
-
-* :func:`kernel_matmul` — one product ``k(X, Y) @ W`` on the cluster.
-* :class:`DaskKernelOperator` — the centers kept on the workers across many
-  products; what :class:`~kernelkit.eigenpro.EigenProRegressor` and
-  :class:`~kernelkit.eigenpro.EigenProClassifier` use when given ``client``.
-* :func:`fit_disqueak` — SQUEAK's merge-and-reduce tree (DISQUEAK) on futures.
-
-Needs ``dask[distributed]`` (``pip install "kernelkit[dist]"``); importing
-kernelkit does not.
-"""
+"""Blockwise kernel products on a Dask cluster: ``kernel_matmul`` and ``DaskKernelOperator``."""
 
 import numpy as np
 
-from ._config import config_context, get_config
-from ._disqueak_dask import fit_disqueak
-from .backend import resolve_backend
-from .kernels import make_kernel
-from .utils._validation import check_pair
-
-__all__ = ["kernel_matmul", "DaskKernelOperator", "fit_disqueak"]
+from .._config import config_context, get_config
+from ..backend import resolve_backend
+from ..kernels import resolve_kernel
+from ..utils._validation import check_pair
 
 # How long to wait for a scheduler given by its address.
 CONNECT_TIMEOUT = "20s"
@@ -76,8 +56,7 @@ def _block_task(evaluator, X, Z, dtype, working_memory):
 def _matmul_task(evaluator, X, Z, W, working_memory):
     with config_context(working_memory=working_memory):
         eng = evaluator.engine
-        out = evaluator.matmul(eng.asarray(X), eng.asarray(Z), eng.asarray(W),
-                               working_memory * 2**20)
+        out = evaluator.matmul(eng.asarray(X), eng.asarray(Z), eng.asarray(W))
         return _host(eng, out)
 
 
@@ -107,7 +86,7 @@ class DaskKernelOperator:
     ----------
     client : distributed.Client
         A connected client.
-    evaluator : kernelkit._eigenpro_solver.KernelEvaluator
+    evaluator : kernelkit.kernels.KernelOperator
         The kernel and the engine name the workers use.
     Z : ndarray of shape (p, n_features)
         Centers (host array), cast to ``dtype``.
@@ -323,8 +302,6 @@ def kernel_matmul(client, kernel, X, Y, W, *, kernel_params=None, backend=None, 
     ...                      RBF(0.5)(X).sum(axis=1)))
     True
     """
-    from ._eigenpro_solver import KernelEvaluator
-
     X, Y = check_pair(X, Y, "X", "Y")
     W = np.asarray(W, dtype=np.float64)
     if W.ndim not in (1, 2) or W.shape[0] != Y.shape[0]:
@@ -334,8 +311,8 @@ def kernel_matmul(client, kernel, X, Y, W, *, kernel_params=None, backend=None, 
         raise ValueError("Input W contains NaN or infinity.")
     if isinstance(kernel, str) and kernel == "precomputed":
         raise ValueError("kernel='precomputed' has nothing to compute; use K @ W.")
-    kern = make_kernel(kernel, kernel_params=kernel_params)
-    evaluator = KernelEvaluator(kern, resolve_backend(backend, X), X.shape[1])
+    evaluator = resolve_kernel(kernel, kernel_params=kernel_params, n_features=X.shape[1],
+                               backend=resolve_backend(backend, X))
     cl, owned = _resolve_client(client)
     try:
         op = DaskKernelOperator(cl, evaluator, np.asarray(Y, np.float64), np.float64, n_chunks)

@@ -1,26 +1,4 @@
-"""EigenPro 2 and EigenPro 3: preconditioned-SGD kernel machines for large data.
-
-:class:`EigenProRegressor` and :class:`EigenProClassifier` fit a kernel model
-``f(x) = sum_j dual_coef_[j] k(x, centers_[j])`` to the squared loss by
-stochastic gradient descent preconditioned with the top eigen-directions of the
-kernel, computed on a small Nyström subsample:
-
-* **EigenPro 2** (``n_centers=None``; Ma & Belkin, "Kernel machines that adapt to
-  GPUs for effective large batch training", MLSys 2019): the centers are the
-  training points, and the fit converges to the kernel interpolant (or, with
-  ``alpha > 0``, to the kernel ridge solution) without ever forming the
-  ``n x n`` kernel matrix.
-* **EigenPro 3** (``n_centers`` an int, a fraction or an array of centers;
-  Abedsoltan, Belkin & Pandit, "Toward large kernel models", ICML 2023): the model
-  lives on ``n_centers`` centers and is trained on all the data with the projected
-  preconditioned step: the preconditioned stochastic gradient of a data batch is
-  projected back onto the span of the centers' kernel functions by an inner
-  EigenPro 2 solve of ``K(Z, Z) theta = h`` on the centers.
-
-The batch size, the step size and the number of eigen-directions are set
-automatically from the kernel as in the papers (and reported as fitted
-attributes); see :class:`EigenProRegressor` for the formulas.
-"""
+"""EigenPro estimators: parameters, fitted attributes, and the fit driver."""
 
 import math
 import warnings
@@ -37,10 +15,11 @@ from sklearn.utils import check_array, check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import _eigenpro_solver as _ep
-from .backend import resolve_backend
-from .kernels import make_kernel
-from .utils._threads import single_blas_thread
+from ..backend import resolve_backend
+from ..kernels import KernelOperator, make_kernel
+from ..utils._threads import single_blas_thread
+from . import _solver as _ep
+from ._docs import _ATTRS_DOC, _NOTES_DOC, _PARAMS_DOC
 
 __all__ = ["EigenProRegressor", "EigenProClassifier"]
 
@@ -211,7 +190,7 @@ class _BaseEigenPro(BaseEstimator):
         """(operator, closer): local, or on the Dask cluster named by ``client``."""
         if self.client is None:
             return _ep.LocalOperator(evaluator, Z_dev, dtype), None
-        from .distributed import DaskKernelOperator, _resolve_client
+        from ..distributed._operator import DaskKernelOperator, _resolve_client
 
         client, owned = _resolve_client(self.client)
         try:
@@ -275,7 +254,7 @@ class _BaseEigenPro(BaseEstimator):
         q_max = min(s - 1, max(1, s // 3), 1000) if q_req is None else q_req
         J = np.sort(rng.choice(p, s, replace=False))
 
-        evaluator = _ep.KernelEvaluator(kernel, self.backend_, X.shape[1])
+        evaluator = KernelOperator(kernel, X.shape[1], self.backend_)
         engine = evaluator.engine
         xp = np if self.client is not None else engine.xp
         budget = _ep.budget_bytes()
@@ -291,7 +270,7 @@ class _BaseEigenPro(BaseEstimator):
         Y_dev = dev(Y_train)
 
         # beta = max k(x, x) over the training data (measured: not 1 for e.g. the NTK)
-        beta = float(np.max(evaluator.diag(X_dev, budget)))
+        beta = float(np.max(evaluator.diag(X_dev)))
         ZJ64 = dev(Z[J], np.float64)
         K_JJ = np.asarray(engine.to_host(evaluator.block(ZJ64, ZJ64, np.float64)), np.float64)
         if not np.all(np.isfinite(K_JJ)):
@@ -332,7 +311,7 @@ class _BaseEigenPro(BaseEstimator):
             if sigma_std is None:
                 q_in = min(s - 1, max(1, s // 3), 1000)
                 sigma_std, A_std = _ep.nystrom_eigensystem(K_JJ, q_in + 1)
-            beta_z = float(np.max(evaluator.diag(Z_dev, budget)))
+            beta_z = float(np.max(evaluator.diag(Z_dev)))
             inner = _ep.build_preconditioner(
                 xp, dtype, sigma_std, A_std, J, "auto", min(s - 1, max(1, s // 3), 1000),
                 params["damping"], 0.0, beta_z, None, batch_limit, None, p, "centers",
@@ -408,7 +387,7 @@ class _BaseEigenPro(BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         dtype = self.centers_.dtype
-        evaluator = _ep.KernelEvaluator(self._get_kernel(), self.backend_, X.shape[1])
+        evaluator = KernelOperator(self._get_kernel(), X.shape[1], self.backend_)
         engine = evaluator.engine
         W = self.dual_coef_ if self.dual_coef_.ndim == 2 else self.dual_coef_[:, None]
         Z, Xd = self.centers_, np.asarray(X, dtype=dtype)
@@ -422,207 +401,6 @@ class _BaseEigenPro(BaseEstimator):
             if owned is not None:
                 owned.close()
         return out if self.dual_coef_.ndim == 2 else out[:, 0]
-
-
-_PARAMS_DOC = """
-    n_centers : None, int, float or array-like of shape (n_centers, n_features), \
-default=None
-        The model's centers. None: **EigenPro 2**, the centers are the training
-        points. An int: **EigenPro 3** on that many training points drawn at random;
-        a float in (0, 1]: that fraction of the training points; an array: EigenPro 3
-        on these centers exactly (``centers_`` equals them, cast to ``dtype``).
-    kernel : str, Kernel or callable, default="rbf"
-        A name ({names}), a :class:`kernelkit.kernels.Kernel` (e.g.
-        ``NTK(depth=3)``; its parameters are tunable as ``kernel__<name>``) or a
-        callable ``f(X, Y) -> (n_X, n_Y)`` evaluated on the host. ``"precomputed"``
-        is rejected: EigenPro never forms the kernel matrix.
-    gamma : float, default=None
-        Kernel scale for rbf, laplacian, matern and polynomial; None means
-        ``1 / n_features``.
-    degree : float, default=3
-        Degree of the polynomial kernel.
-    coef0 : float, default=1
-        Constant term of the polynomial kernel.
-    kernel_params : dict, default=None
-        Further parameters of the named kernel (e.g. ``{{"nu": 2.5}}``,
-        ``{{"depth": 3}}``) or of the callable.
-    alpha : float >= 0, default=0.0
-        Ridge penalty, in the convention of :class:`sklearn.kernel_ridge.KernelRidge`
-        (EigenPro 2 converges to the solution of ``(K + alpha I) c = y``). The
-        default 0 is the papers' setting: kernel interpolation (EigenPro 2) or least
-        squares on the centers (EigenPro 3), regularised by the number of epochs.
-    n_components : "auto" or int >= 0, default="auto"
-        ``q``, the number of top eigen-directions the preconditioner flattens. "auto"
-        takes the smallest ``q`` whose critical batch size ``beta / lambda_1(P)``
-        reaches the batch size (the given one, or the largest that fits in
-        ``working_memory``): EigenPro 2's adaptation of the kernel to the memory of
-        the device. 0 is plain (unpreconditioned) minibatch kernel SGD with the same
-        step-size rule. When "auto": at most ``subsample_size // 3`` (and 1000), and
-        never flattening the spectrum below ``beta / subsample_size``, the smallest
-        eigenvalue the Nyström points resolve (see Notes).
-    subsample_size : "auto" or int >= 1, default="auto"
-        ``s``, the number of Nyström points (drawn from the centers) whose kernel
-        matrix is eigendecomposed (float64). "auto": ``min(n_centers, 2000)``, or
-        4000 from 100,000 training samples on (the EigenPro 2 code uses 2000 and
-        12,000; 4000 keeps the ``O(s^3)`` setup to seconds on a CPU).
-    batch_size : "auto" or int >= 1, default="auto"
-        Minibatch size ``m``. "auto": ``min(m*, m_mem)``, the critical batch size
-        ``m* = beta / lambda_1(P)`` capped by the largest batch whose kernel block
-        ``m x (n_centers + subsample_size)`` fits in ``working_memory``
-        (:func:`kernelkit.set_config`). Larger batches than fit are computed
-        blockwise (bounded memory, kernel evaluated twice per step).
-    eta : "auto" or float > 0, default="auto"
-        Step size of a batch (a step subtracts ``eta / m`` times its residuals). "auto"
-        (Ma, Bassily & Belkin 2018; EigenPro 2): ``m / beta`` for ``m <= m*`` (linear
-        scaling), ``2 m / (beta + (m - 1) lambda_1(P))`` beyond (saturation), in the
-        form ``m / (c beta + (m - c) mu)`` and
-        ``2 m / (c beta + (m - c) (lambda_1(P) + mu))`` with ``mu = alpha / n`` and
-        ``c = (n - m) / (n - 1)``: batches are drawn without replacement, which scales
-        the gradient noise by ``c`` (``c = 1`` gives the papers' formulas, and
-        ``c ~ 1`` whenever ``m << n``). A short last batch of an epoch gets the
-        formula for its own size; a given ``eta`` is scaled to it (same step per
-        point). Beyond ``m*`` the step sits at the stability limit of the top
-        direction: prefer ``batch_size <= critical_batch_size_``.
-    damping : float in (0, 1], default=0.95
-        Exponent ``rho`` of the damped preconditioner
-        ``P = I - sum_{{i<=q}} (1 - ((lambda_{{q+1}} + mu) / (lambda_i + mu)) ** rho)
-        psi_i psi_i^T``, as in the EigenPro 2 implementation: ``rho < 1`` flattens the
-        top of the spectrum slightly less than the Nyström estimates suggest, a
-        margin against their error (``lambda_1(P) = lambda_{{q+1}}^rho
-        lambda_1^(1 - rho)``). 1 is the undamped preconditioner.
-    max_iter : int >= 1, default=10
-        Maximum number of epochs (passes over the training data).
-    tol : float >= 0 or None, default=1e-4
-        Stopping tolerance: training stops when, for ``n_iter_no_change``
-        consecutive epochs, the epoch's training loss has not decreased by more than
-        ``tol`` times the best loss so far (relative, so scale-free) or, with
-        ``early_stopping``, the validation score has not increased by more than
-        ``tol``. None: always run ``max_iter`` epochs.
-    early_stopping : bool, default=False
-        Hold out ``validation_fraction`` of the training data (stratified for the
-        classifier), score it after every epoch (R^2 / accuracy), stop when it no
-        longer improves and keep the coefficients of the best epoch.
-    validation_fraction : float in (0, 1), default=0.1
-        Held-out fraction for ``early_stopping``.
-    n_iter_no_change : int >= 1, default=3
-        Epochs without improvement before stopping.
-    projection_max_iter : int >= 1, default=1
-        EigenPro 3 only: epochs of the inner EigenPro 2 solve on the centers that
-        projects each step (the EigenPro 3 code runs up to 2). Larger is a more
-        exact projection at ``O(n_centers^2)`` kernel evaluations per epoch each.
-    dtype : {{"float32", "float64"}}, default="float32"
-        Precision of the iteration (centers, coefficients, kernel blocks): float32,
-        as in the papers, halves the memory; the eigendecomposition is always
-        float64, and kernel values are computed in float64 and rounded.
-    client : None, str or distributed.Client, default=None
-        Run the kernel products against the centers on a Dask cluster
-        (:mod:`kernelkit.distributed`): the centers are scattered over the workers
-        once, each step's kernel block is computed where its centers live. A string
-        is a scheduler address (``client.scheduler.address``); pass a string rather
-        than a ``Client`` object to clone or pickle the estimator (``GridSearchCV``).
-        Used by ``fit`` and ``predict``.
-    backend : {{"auto", "numpy", "numba", "cupy"}} or None, default=None
-        Compute engine; None follows :func:`kernelkit.set_config`. Resolved in ``fit``
-        into ``backend_``.
-    random_state : int, RandomState instance or None, default=None
-        Seeds the centers (int ``n_centers``), the Nyström subsample, the batches and
-        the validation split. Pass an int for reproducible results.
-    verbose : int, default=0
-        Print the training loss (and validation score) after every epoch."""
-
-_ATTRS_DOC = """
-    centers_ : ndarray of shape (n_centers, n_features), ``dtype``
-        The centers (a copy: the training data for EigenPro 2).
-    dual_coef_ : ndarray of shape (n_centers,) or (n_centers, n_outputs), ``dtype``
-        Coefficients of the kernel functions of the centers.
-    n_components_ : int
-        ``q`` used.
-    subsample_size_ : int
-        ``s`` used.
-    batch_size_ : int
-        ``m`` used.
-    eta_ : float
-        Step size used; a step subtracts ``eta_ / m`` times the batch's residuals.
-    beta_ : float
-        ``max_i k(x_i, x_i)`` over the training data (measured; not 1 for the NTK).
-    eigenvalues_ : ndarray of shape (n_components_ + 1,)
-        Nyström estimates ``lambda_1 >= ... >= lambda_{q+1}`` of the top eigenvalues of
-        the kernel covariance operator (the kernel matrix divided by ``n``).
-    top_eigenvalue_ : float
-        ``lambda_1(P)``, top eigenvalue of the preconditioned operator: the larger of
-        the Nyström value ``(lambda_{q+1} + mu)^rho (lambda_1 + mu)^(1 - rho)`` and the
-        value measured on a fresh sample of ``subsample_size`` training points (the
-        Nyström points capture the top eigen-directions only in part; what they miss
-        keeps its large eigenvalue and would make the step overshoot).
-    critical_batch_size_ : float
-        ``m*``: ``(beta_ + alpha) / top_eigenvalue_`` for ``n >> m*``; exactly
-        ``n b / ((n - 1) top_eigenvalue_ + b)`` with ``b = beta_ + alpha`` (the batch
-        at which the linear-scaling step reaches the stability limit, for batches
-        drawn without replacement).
-    projection_n_components_, projection_batch_size_, projection_eta_ : int, int, float
-        The same, chosen automatically, for EigenPro 3's inner projection solve on the
-        centers (None for EigenPro 2). The inner step is half the EigenPro 2 formula,
-        as in the EigenPro 3 code: the inexact projection then never exceeds the exact
-        one along any direction, so it cannot enlarge the outer step.
-    loss_curve_ : list of float
-        Per epoch, the mean over its batches of the squared error (averaged over
-        outputs) measured before each step.
-    validation_scores_ : list of float or None
-        Per epoch, the validation score (``early_stopping`` only).
-    best_validation_score_ : float or None
-        Best validation score (``early_stopping`` only).
-    n_iter_ : int
-        Epochs run.
-    backend_ : str
-        The engine used.
-    n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
-        Only when ``X`` has string column names."""
-
-_NOTES_DOC = """
-    **Algorithm.** Notation of the papers: ``K`` is the kernel covariance operator
-    (the kernel matrix over ``n``), with Nyström estimates ``(lambda_i, psi_i)`` of
-    its top eigenpairs from ``s`` points; ``beta = max_i k(x_i, x_i)``. A step on a
-    batch ``B`` of size ``m`` with residuals ``r = f(X_B) - y_B`` moves ``f`` by
-    ``-eta P g`` with ``g = 1/m sum_{{i in B}} r_i k(., x_i)`` (+ ``alpha/n f``) and
-    the damped preconditioner ``P`` above (Ma & Belkin 2017, 2019). EigenPro 2
-    applies it to the coefficients of the batch and of the Nyström points
-    directly. EigenPro 3 evaluates ``h = (P g)(Z)`` on the centers and solves
-    ``K(Z, Z) theta = h`` approximately by ``projection_max_iter`` epochs of
-    EigenPro 2 on the centers (their own preconditioner, batch and step size),
-    then sets ``dual_coef_ -= eta theta`` (Abedsoltan, Belkin & Pandit 2023,
-    Algorithm 1 and the inexact projection). The Nyström points are drawn from
-    the centers, so the correction lies in their span and the projection commutes
-    with ``P``: the fixed point is the minimiser of the loss over the centers' span
-    (for user-given centers the eigenproblem is the generalised one of the data
-    operator restricted to that span, on a data sample of the same size). With
-    ``alpha > 0`` the ridge gradient ``alpha/n f`` is projected along with the data
-    gradient (the inner solve starts from ``-alpha/n dual_coef_``), so the fixed
-    point is exactly ``argmin ||K(X, Z) a - y||^2 + alpha a^T K(Z, Z) a``.
-
-    **Automatic values.** ``n_components`` is the smallest ``q`` whose critical
-    batch reaches the target batch (the memory-bound batch, at most
-    ``subsample_size`` and half the points), never flattening below the Nyström
-    resolution ``beta / subsample_size``; then ``batch_size = min(m*, memory
-    bound)`` and ``eta`` from the formula, so the default run stays in the
-    linear-scaling regime, a factor 2 inside the stability limit.
-
-    **Memory.** The ``n x n_centers`` kernel matrix is never formed: a step holds
-    one ``batch_size x n_centers`` block (sized to ``working_memory``; EigenPro 3
-    also keeps ``k(Z_J, Z)``, ``s x n_centers``, when it fits there) and the setup
-    three ``s x s`` float64 matrices (the Nyström kernel matrix and the blocks that
-    measure ``lambda_1(P)``); the rest is ``O((n + n_centers + s) d)``: the training
-    data (cast to ``dtype``), the centers and the coefficients.
-
-    **Divergence** (loss becoming non-finite or exploding, e.g. for a too-large
-    ``eta``) raises a ``ValueError`` naming the step size; NaN predictions are
-    never returned.
-
-    References: S. Ma and M. Belkin, "Kernel machines that adapt to GPUs for
-    effective large batch training", MLSys 2019; A. Abedsoltan, M. Belkin and P.
-    Pandit, "Toward large kernel models", ICML 2023; S. Ma and M. Belkin, "Diving
-    into the shallows", NeurIPS 2017; S. Ma, R. Bassily and M. Belkin, "The power of
-    interpolation", ICML 2018."""
 
 
 class EigenProRegressor(MultiOutputMixin, RegressorMixin, _BaseEigenPro):

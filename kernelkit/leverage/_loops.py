@@ -10,7 +10,7 @@ Two loops run on the host whatever the engine (the dictionaries are small):
   dictionary point's ridge leverage score from the sketch, shrink ``p`` and thin.
 
 The Numba engine runs compiled versions of the same functions
-(:mod:`kernelkit.backend._numba_leverage`); this module is their oracle.
+(:mod:`kernelkit.leverage._loops_numba`); this module is their oracle.
 """
 
 import numpy as np

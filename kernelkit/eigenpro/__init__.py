@@ -1,0 +1,27 @@
+"""EigenPro 2 and EigenPro 3: preconditioned-SGD kernel machines for large data.
+
+:class:`EigenProRegressor` and :class:`EigenProClassifier` fit a kernel model
+``f(x) = sum_j dual_coef_[j] k(x, centers_[j])`` to the squared loss by
+stochastic gradient descent preconditioned with the top eigen-directions of the
+kernel, computed on a small Nyström subsample:
+
+* **EigenPro 2** (``n_centers=None``; Ma & Belkin, "Kernel machines that adapt to
+  GPUs for effective large batch training", MLSys 2019): the centers are the
+  training points, and the fit converges to the kernel interpolant (or, with
+  ``alpha > 0``, to the kernel ridge solution) without ever forming the
+  ``n x n`` kernel matrix.
+* **EigenPro 3** (``n_centers`` an int, a fraction or an array of centers;
+  Abedsoltan, Belkin & Pandit, "Toward large kernel models", ICML 2023): the model
+  lives on ``n_centers`` centers and is trained on all the data with the projected
+  preconditioned step: the preconditioned stochastic gradient of a data batch is
+  projected back onto the span of the centers' kernel functions by an inner
+  EigenPro 2 solve of ``K(Z, Z) theta = h`` on the centers.
+
+The batch size, the step size and the number of eigen-directions are set
+automatically from the kernel as in the papers (and reported as fitted
+attributes); see :class:`EigenProRegressor` for the formulas.
+"""
+
+from ._estimators import EigenProClassifier, EigenProRegressor
+
+__all__ = ["EigenProRegressor", "EigenProClassifier"]

@@ -1,0 +1,339 @@
+"""RLSNystroem: Nyström features whose columns are sampled by ridge leverage scores."""
+
+import warnings
+
+import numpy as np
+from scipy import linalg
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ..backend import resolve_backend
+from ..utils._validation import check_scalar_param
+from ._common import (
+    _MIN_SAMPLER_QBAR,
+    _SAMPLERS,
+    _check_epsilon,
+    _check_gamma_reg,
+    _make_eval,
+    _resolve_qbar,
+    _take,
+)
+from ._dictionary import _blas_for
+from ._exact import _exact_scores
+from ._ink import _ink_run
+from ._squeak import SQUEAK, _partition_scores, _run_squeak
+
+
+# ------------------------------------------------------------------ RLS Nyström
+def _inclusion_probabilities(scores, m):
+    """``pi_i = min(1, c s_i)`` with ``sum(pi) = m`` (capping at 1 by water-filling)."""
+    n = len(scores)
+    if m >= n:
+        return np.ones(n)
+    s = np.maximum(scores, max(float(scores.max()), 1.0) * 1e-12)
+    order = np.argsort(-s, kind="stable")
+    ss = s[order]
+    suffix = np.cumsum(ss[::-1])[::-1]
+    k = np.arange(m)  # k entries capped at 1
+    c = (m - k) / suffix[:m]
+    ok = np.flatnonzero(c * ss[:m] <= 1.0)
+    k0 = int(ok[0])
+    pi = np.minimum(1.0, c[k0] * s)
+    pi[order[:k0]] = 1.0
+    return pi
+
+
+def _systematic_sample(pi, m, rs):
+    """Exactly ``m`` distinct units with inclusion probabilities ``pi`` (sum m), in random order.
+
+    Madow's systematic sampling: cumulate ``pi`` over a random permutation and take
+    the units hit by ``u, u + 1, ..., u + m - 1`` for one uniform ``u``.
+    """
+    n = len(pi)
+    perm = rs.permutation(n)
+    cs = np.cumsum(pi[perm])
+    cs *= m / cs[-1]
+    hits = np.searchsorted(cs, rs.uniform() + np.arange(m), side="right")
+    hits = np.minimum(hits, n - 1)
+    chosen = np.unique(perm[hits])
+    if len(chosen) < m:  # only through rounding at pi = 1: top up with the largest pi
+        rest = np.setdiff1d(np.arange(n), chosen)
+        extra = rest[np.argsort(-pi[rest], kind="stable")[: m - len(chosen)]]
+        chosen = np.sort(np.concatenate([chosen, extra]))
+    return chosen
+
+
+def _match_gamma_reg(kern, pts, n, target, rs):
+    """gamma such that d_eff(gamma) ~= target, estimated from a uniform pilot dictionary.
+
+    A uniform pilot of ``s`` points weighted ``n / s`` gives, through SQUEAK's
+    estimator, RLS estimates ``tau^_i(gamma)`` of (a uniform sample of) all points
+    for every gamma at once from one eigendecomposition; ``d_eff`` is estimated as
+    ``sum_i min(1, tau^_i)`` and gamma found by bisection on ``log gamma``. Isolated
+    points far from the pilot count fully, as they do in the true ``d_eff``.
+    """
+    s = min(n, max(500, int(2 * target)))
+    P = np.sort(rs.choice(n, s, replace=False)) if s < n else np.arange(n)
+    nq = min(n, 5000)
+    Q = np.sort(rs.choice(n, nq, replace=False)) if nq < n else np.arange(n)
+    w = n / s
+    with _blas_for(s):
+        lam, V = linalg.eigh(w * kern(_take(pts, P)), check_finite=False)
+    lam = np.clip(lam, 0.0, None)
+    kd = kern.diag(_take(pts, Q))
+    Z2 = np.empty((s, nq))
+    rows = kern.rows_per_block(s)
+    for r0 in range(0, nq, rows):
+        C = kern(_take(pts, P), _take(pts, Q[r0:r0 + rows]))
+        Z2[:, r0:r0 + rows] = (V.T @ C) ** 2 * w
+
+    def d_eff(g):
+        tau = (kd - (Z2 / (lam + g)[:, None]).sum(axis=0)) / g
+        return (n / nq) * float(np.clip(tau, 0.0, 1.0).sum())
+
+    top = max(float(lam.max()), float(kd.max()), 1e-300)
+    lo, hi = np.log(top * 1e-12), np.log(top * 1e3)
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if d_eff(np.exp(mid)) > target:
+            lo = mid
+        else:
+            hi = mid
+    return float(np.exp(0.5 * (lo + hi)))
+
+
+class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Nyström features from columns sampled by ridge leverage scores.
+
+    The interface of :class:`sklearn.kernel_approximation.Nystroem` (``kernel``,
+    ``gamma``, ``n_components``, ``random_state``, ``components_``,
+    ``component_indices_``, ``normalization_``, ``set_output``), with columns chosen
+    by their ridge leverage scores instead of uniformly:
+
+    1. the regulariser is matched to the budget as the papers do: with
+       ``gamma_reg="auto"``, ``gamma_reg_`` makes the effective dimension about
+       ``n_components / qbar`` (so the expected RLS dictionary, ``qbar * d_eff``
+       copies, has the budget's size), estimated through a uniform pilot dictionary;
+    2. the sampler estimates every point's RLS ``tau~_i(gamma_reg_)``: SQUEAK
+       (default; one pass, never the ``n x n`` matrix), INK-ESTIMATE, or the exact
+       scores; ``"uniform"`` reproduces scikit-learn's ``Nystroem`` sampling;
+    3. exactly ``n_components`` distinct columns are drawn with inclusion
+       probabilities ``pi_i = min(1, c tau~_i)``, ``sum pi = n_components``
+       (systematic sampling in random order), and weighted as the theory requires,
+       ``w_i = 1 / pi_i`` (so ``sum_i w_i phi_i phi_i'`` is unbiased for the
+       covariance); the features are
+       ``k(x, C) W (W K_CC W)^{+1/2}`` with a pseudo-inverse that drops the null
+       space, so that their Gram matrix is the Nyström approximation
+       ``K_nC K_CC^+ K_Cn`` even with duplicate points or rank-deficient kernels,
+       and satisfies ``K - K~ <= gamma_reg_ / (1 - epsilon) I`` when the columns
+       form an accurate dictionary.
+
+    RLS sampling pays once ``n_components`` is at least about ``d_eff`` of the
+    matched regulariser; it spends columns on isolated points (outliers) that
+    uniform sampling misses, which is where its approximation, and the predictions
+    of a model built on it, are better.
+
+    Parameters
+    ----------
+    kernel : str, Kernel or callable, default="rbf"
+        A kernelkit kernel name, a Kernel, a callable, or ``"precomputed"`` (``X``
+        is then the training kernel matrix in ``fit`` and the ``(n_test, n_train)``
+        kernel with the training points in ``transform``; works with
+        ``n_components < n``).
+    gamma : float, default=None
+        Kernel scale; None means ``1 / n_features``.
+    coef0 : float, default=None
+        Polynomial kernel constant; None means 1.
+    degree : float, default=None
+        Polynomial kernel degree; None means 3.
+    kernel_params : dict, default=None
+        Further kernel parameters.
+    n_components : int >= 1, default=100
+        Number of columns (features). Capped at ``n_samples`` with a warning.
+    sampler : {"squeak", "ink", "exact", "uniform"}, default="squeak"
+        How the RLS are estimated; "uniform" samples as ``Nystroem`` does.
+    gamma_reg : float > 0 or "auto", default="auto"
+        RLS regularisation gamma (see :class:`SQUEAK`); "auto" matches it to the
+        budget (step 1).
+    epsilon : float in (0, 1), default=0.5
+        Accuracy parameter of the SQUEAK / INK samplers.
+    qbar : int >= 1, default=2
+        Oversampling of the budget: ``gamma_reg="auto"`` makes
+        ``d_eff(gamma_reg_) = n_components / qbar``; 2 keeps ``d_eff`` at half the
+        budget, where RLS sampling pays. The SQUEAK / INK samplers estimate the scores
+        with ``max(qbar, 4)`` copies (with fewer, a dictionary can die out on large data).
+    random_state : int, RandomState instance or None, default=None
+        Seeds the pilot, the sampler and the column draw.
+    n_jobs : int or None, default=None
+        Passed to SQUEAK.
+    backend : {"auto", "numpy", "numba", "cupy"} or None, default=None
+        Engine for the kernel evaluations; resolved in ``fit`` into ``backend_``.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+        The sampled training points (rows of the kernel matrix when precomputed).
+    component_indices_ : ndarray of shape (n_components,), int64
+        Their training indices, ascending.
+    component_weights_ : ndarray of shape (n_components,)
+        The column weights ``1 / pi_i`` (``n / n_components`` for "uniform").
+    normalization_ : ndarray of shape (n_components, n_components)
+        ``(W K_CC W)^{+1/2} W``: features are ``k(X, components_) @ normalization_.T``.
+    gamma_reg_ : float or None
+        The regulariser used (None for "uniform").
+    leverage_scores_ : ndarray of shape (n_samples,) or None
+        The sampler's RLS estimates (None for "uniform").
+    effective_dim_ : float or None
+        Their sum, the estimate of ``d_eff(gamma_reg_)`` (None for "uniform").
+    backend_ : str
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Only when ``X`` has string column names.
+
+    Raises
+    ------
+    ValueError
+        In ``fit``: NaN/inf, fewer than 2 samples, an unknown ``sampler``,
+        ``n_components < 1``, ``gamma_reg <= 0``, ``epsilon`` outside (0, 1),
+        ``qbar < 1``, a precomputed matrix that is not square symmetric PSD.
+
+    See Also
+    --------
+    sklearn.kernel_approximation.Nystroem : uniform column sampling.
+    SQUEAK : the RLS sampler.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_digits
+    >>> from sklearn.linear_model import RidgeClassifier
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from kernelkit.leverage import RLSNystroem
+    >>> X, y = load_digits(return_X_y=True)
+    >>> model = make_pipeline(RLSNystroem(gamma=1e-3, n_components=300, random_state=0),
+    ...                       RidgeClassifier(alpha=1e-3)).fit(X[:1200], y[:1200])
+    >>> model.score(X[1200:], y[1200:]) > 0.9
+    True
+    """
+
+    def __init__(self, kernel="rbf", *, gamma=None, coef0=None, degree=None, kernel_params=None,
+                 n_components=100, sampler="squeak", gamma_reg="auto", epsilon=0.5, qbar=2,
+                 random_state=None, n_jobs=None, backend=None):
+        self.kernel = kernel
+        self.gamma = gamma
+        self.coef0 = coef0
+        self.degree = degree
+        self.kernel_params = kernel_params
+        self.n_components = n_components
+        self.sampler = sampler
+        self.gamma_reg = gamma_reg
+        self.epsilon = epsilon
+        self.qbar = qbar
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.backend = backend
+
+    _precomputed = SQUEAK._precomputed
+
+    def fit(self, X, y=None):
+        """Estimate the RLS, sample and weight the columns, build the feature map.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training data (the kernel matrix when ``kernel="precomputed"``).
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : object
+        """
+        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
+        n = X.shape[0]
+        if not isinstance(self.sampler, str) or self.sampler not in _SAMPLERS:
+            raise ValueError(f"sampler must be one of {_SAMPLERS}, got {self.sampler!r}.")
+        m = check_scalar_param(self.n_components, "n_components", low=1, low_inclusive=True,
+                               integer=True)
+        if m > n:
+            warnings.warn("n_components > n_samples. This is not possible.\nn_components was "
+                          "set to n_samples, which results in inefficient evaluation of the "
+                          "full kernel.", stacklevel=2)
+            m = n
+        eps = _check_epsilon(self.epsilon)
+        qbar = _resolve_qbar(self.qbar, n, eps, 0.1)
+        auto = isinstance(self.gamma_reg, str) and self.gamma_reg == "auto"
+        gamma_reg = None if auto else _check_gamma_reg(self.gamma_reg)
+        self.backend_ = resolve_backend(self.backend, X)
+        kern, pts = _make_eval(self, X, kernel_params_default=(3, 1))
+        rs = check_random_state(self.random_state)
+
+        if self.sampler == "uniform":
+            idx = np.sort(rs.permutation(n)[:m])
+            weights = np.full(m, n / m)
+            self.gamma_reg_ = self.leverage_scores_ = self.effective_dim_ = None
+        else:
+            if auto:
+                gamma_reg = _match_gamma_reg(kern, pts, n, m / qbar, rs)
+            seed = int(rs.randint(0, 2**31 - 1))
+            qs = max(qbar, _MIN_SAMPLER_QBAR)
+            if self.sampler == "exact":
+                scores = _exact_scores(kern, pts, gamma_reg)
+            elif self.sampler == "squeak":
+                d = _run_squeak(kern, pts, n, gamma_reg, eps, qs, 1, None, self.n_jobs, seed,
+                                self.backend_)
+                scores = _partition_scores(d, kern, pts, gamma_reg, qs)
+            else:
+                d, _ = _ink_run(None, kern, pts, 0, gamma_reg, eps, qs, seed, self.backend_)
+                scores = _partition_scores(d, kern, pts, gamma_reg, qs)
+            pi = _inclusion_probabilities(scores, m)
+            idx = _systematic_sample(pi, m, rs)
+            weights = 1.0 / pi[idx]
+            self.gamma_reg_ = float(gamma_reg)
+            self.leverage_scores_ = scores
+            self.effective_dim_ = float(scores.sum())
+
+        comp_pts = _take(pts, idx)
+        sw = np.sqrt(weights / weights.max())  # the scale of W cancels in the features
+        B = sw[:, None] * kern(comp_pts) * sw[None, :]
+        with _blas_for(m):
+            lam, V = linalg.eigh(B, check_finite=False)
+        tol = max(m, 1) * np.finfo(np.float64).eps * max(float(lam.max()), 0.0)
+        keep = lam > tol
+        if not np.any(keep):
+            raise ValueError("the kernel matrix of the sampled columns is zero; check the "
+                             "kernel and its parameters.")
+        Vk = V[:, keep]
+        self.normalization_ = (Vk / np.sqrt(lam[keep])) @ Vk.T * sw[None, :]
+        self.component_indices_ = idx
+        self.component_weights_ = weights
+        self.components_ = X[idx]
+        self._n_features_out = m
+        return self
+
+    def transform(self, X):
+        """Nyström features ``k(X, components_) @ normalization_.T``, computed blockwise.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Data (for a precomputed kernel: the kernel between ``X`` and the training
+            points, shape ``(n_samples, n_train)``).
+
+        Returns
+        -------
+        X_new : ndarray of shape (n_samples, n_components), float64
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        if self._precomputed():
+            return X[:, self.component_indices_] @ self.normalization_.T
+        op = _make_eval(self, X, kernel_params_default=(3, 1))[0].op
+        out = op.matmul(X, self.components_, self.normalization_.T)
+        return np.asarray(op.engine.to_host(out), dtype=np.float64)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = self._precomputed()
+        return tags
+
