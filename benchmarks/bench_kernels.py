@@ -34,7 +34,6 @@ import datetime
 import gc
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -42,22 +41,19 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import write_section  # noqa: E402 (benchmarks/ is on sys.path)
+from _common import (  # noqa: E402 (benchmarks/ is on sys.path)
+    MD_HEADER,
+    fmt_met,
+    git_state,
+    machine_info,
+    proc_status_kib,
+    write_section,
+)
 
 HERE = Path(__file__).resolve().parent
 JSON_PATH = HERE / "results_kernels.json"
 MD_PATH = HERE / "RESULTS.md"
 SECTION = "## Kernel matrices (bench_kernels.py)"
-MD_HEADER = """# kernelkit benchmark results
-
-Each section below is written by the benchmark script named in its heading;
-rerunning a script (`python benchmarks/<script>.py`) regenerates its own section
-and leaves the others alone. Timings are medians of repeated calls after a
-warm-up call, all cases of a script run side by side in one process on the same
-data; ratios are `peer median / kernelkit median` (above 1 means kernelkit is
-faster). Raw numbers and machine details are in the JSON file named in each
-section. See `benchmarks/README.md`.
-"""
 
 SEED = 0
 D = 50
@@ -132,66 +128,6 @@ def timeit(f, repeats, warmup=True):
 def max_rel_err(A, ref):
     A = np.asarray(A, dtype=np.float64)
     return float(np.max(np.abs(A - ref) / np.abs(ref)))
-
-
-def proc_status_kib(field):
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return None
-
-
-def git_state():
-    """Commit of the checkout and whether kernelkit/ has uncommitted changes."""
-    def git(*a):
-        return subprocess.run(["git", *a], cwd=HERE.parent, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    try:
-        return {"commit": git("rev-parse", "HEAD"),
-                "kernelkit_dirty": bool(git("status", "--porcelain", "--", "kernelkit"))}
-    except (OSError, subprocess.CalledProcessError):
-        return {"commit": None, "kernelkit_dirty": None}
-
-
-def machine_info():
-    import numba
-    import scipy
-    import sklearn
-    import sklearn.metrics.pairwise  # noqa: F401  (load its BLAS too)
-    import threadpoolctl
-
-    import kernelkit
-
-    cpu = platform.processor() or ""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    try:
-        mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    except (ValueError, OSError):
-        mem_gib = None
-    return {
-        "cpu_model": cpu,
-        "cpu_count": os.cpu_count(),
-        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "memory_gib": mem_gib,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "versions": {"kernelkit": kernelkit.__version__, "numpy": np.__version__,
-                     "scipy": scipy.__version__, "scikit-learn": sklearn.__version__,
-                     "numba": numba.__version__, "threadpoolctl": threadpoolctl.__version__},
-        "numba_num_threads": numba.config.NUMBA_NUM_THREADS,
-        "blas": threadpoolctl.threadpool_info(),
-        "env": {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS",
-                                               "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                                               "NUMBA_NUM_THREADS", "NUMBA_THREADING_LAYER")},
-    }
 
 
 # ------------------------------------------------------------------------ parts
@@ -366,9 +302,6 @@ def build_rows(t, acc):
     return rows
 
 
-def fmt_met(m):
-    return "—" if m is None else ("yes" if m else "**no**")
-
 
 def render_markdown(res):
     n = res["n"]
@@ -472,6 +405,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="n = 1000, skip the n = 20,000 memory case, write no files")
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny sizes, one repeat, write no files (exercised by the tests)")
     parser.add_argument("--_memory-case", nargs=2, metavar=("DTYPE", "N"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -479,8 +414,11 @@ def main(argv=None):
         print(json.dumps(memory_case(args._memory_case[0], int(args._memory_case[1]))))
         return
 
+    global REPEATS, SLOW_REPEATS
+    if args.smoke:
+        args.quick, REPEATS, SLOW_REPEATS = True, 1, 1
     t_start = time.perf_counter()
-    n = N_QUICK if args.quick else N_FULL
+    n = 200 if args.smoke else N_QUICK if args.quick else N_FULL
     res = {"timestamp": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
            "quick": args.quick, "n": n, "d": D, "depth": DEPTH, "seed": SEED, "gamma": 1.0 / D,
            "repeats": REPEATS, "slow_repeats": SLOW_REPEATS,

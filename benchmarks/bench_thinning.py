@@ -44,29 +44,27 @@ Usage::
 import argparse
 import datetime
 import gc
-import gzip
 import json
 import math
 import os
-import platform
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-from _common import write_section  # noqa: E402 (benchmarks/ is on sys.path)
+from _common import (  # noqa: E402
+    FMNIST_DIR,
+    MD_HEADER,
+    fmt_met,
+    load_fashion_mnist,
+    machine_info,
+    write_section,
+)
 
 HERE = Path(__file__).resolve().parent
 JSON_PATH = HERE / "results_thinning.json"
 MD_PATH = HERE / "RESULTS.md"
 SECTION = "## Kernel thinning (bench_thinning.py)"
-MD_HEADER = """# kernelkit benchmark results
-
-Each section below is written by the benchmark script named in its heading;
-rerunning a script (`python benchmarks/<script>.py`) regenerates its own section
-and leaves the others alone.
-"""
-FASHION = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
 DELTA = 0.5
 G = 4
 KT_SPEEDUP, CPP_SPEEDUP, CPP_4_10_SECONDS = 5.0, 2.0, 120.0
@@ -82,46 +80,6 @@ QUICK = [("kt", 5, 2, 3, 3), ("kt", 6, 10, 2, 2), ("cpp", 6, 2, 3, 3), ("cpp", 7
 
 
 # ------------------------------------------------------------------- helpers
-def machine_info():
-    import numba
-    import scipy
-    import sklearn
-    import threadpoolctl
-
-    import kernelkit
-
-    try:
-        import goodpoints
-        gp_version = getattr(goodpoints, "__version__", None)
-        if gp_version is None:
-            from importlib.metadata import version
-            gp_version = version("goodpoints")
-    except ImportError:
-        gp_version = None
-    cpu = platform.processor() or ""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    try:
-        mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    except (ValueError, OSError):
-        mem_gib = None
-    return {
-        "cpu_model": cpu, "cpu_count": os.cpu_count(), "memory_gib": mem_gib,
-        "platform": platform.platform(), "python": platform.python_version(),
-        "versions": {"kernelkit": kernelkit.__version__, "numpy": np.__version__,
-                     "scipy": scipy.__version__, "scikit-learn": sklearn.__version__,
-                     "numba": numba.__version__, "goodpoints": gp_version},
-        "blas": [f"{b.get('internal_api')} {b.get('version')} ({b.get('num_threads')} threads)"
-                 for b in threadpoolctl.threadpool_info() if b.get("user_api") == "blas"],
-        "working_memory_mib": kernelkit.get_config()["working_memory"],
-    }
-
 
 def gauss_mmd_to_p(X, idx, gamma):
     """MMD between P = N(0, I_d) and the equal-weight coreset X[idx], in closed form."""
@@ -251,12 +209,9 @@ def load_real(n, rng):
     """n rows of Fashion-MNIST (50 principal components), or of the digits as a fallback."""
     from sklearn.decomposition import PCA
 
-    if FASHION.exists():
-        with gzip.open(FASHION) as fh:
-            raw = fh.read()
-        count, rows, cols = (int.from_bytes(raw[i:i + 4], "big") for i in (4, 8, 12))
-        X = np.frombuffer(raw, dtype=np.uint8, offset=16).reshape(count, rows * cols)
-        name = f"Fashion-MNIST train ({count} images, {rows}x{cols})"
+    if (FMNIST_DIR / "train-images-idx3-ubyte.gz").exists():
+        X = load_fashion_mnist()[0]
+        name = f"Fashion-MNIST train ({X.shape[0]} images, 28x28)"
     else:
         from sklearn.datasets import load_digits
 
@@ -323,9 +278,6 @@ def fmt_ratio(r):
     return "—" if r is None else f"{r:.1f}x"
 
 
-def fmt_met(m):
-    return "—" if m is None else ("yes" if m else "**no**")
-
 
 def format_row(r):
     kk, gp = r["kk"]["time_median"], r["gp"]["time_median"]
@@ -345,7 +297,7 @@ def render_markdown(res):
              f"Run {res['timestamp']} on {info['cpu_model']}, {info['cpu_count']} cores, "
              f"{info['memory_gib']:.0f} GiB; numpy {v['numpy']}, scipy {v['scipy']}, "
              f"scikit-learn {v['scikit-learn']}, numba {v['numba']}, goodpoints "
-             f"{v['goodpoints']}; BLAS: {', '.join(info['blas'])}; working_memory "
+             f"{v['goodpoints']}; BLAS: {', '.join(info['blas_summary'])}; working_memory "
              f"{info['working_memory_mib']} MiB. Load average (1 min) before/after: "
              f"{res['loadavg_before']} / {res['loadavg_after']}; total {res['wall_s']:.0f} s.",
              ""]
@@ -422,7 +374,8 @@ def main(argv=None):
     t0 = time.perf_counter()
     res = {"timestamp": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
            "quick": args.quick, "delta": DELTA, "g": G,
-           "loadavg_before": [round(x, 2) for x in os.getloadavg()], "machine": machine_info()}
+           "loadavg_before": [round(x, 2) for x in os.getloadavg()],
+           "machine": machine_info(peers=("goodpoints",))}
     res["synthetic"] = bench_synthetic(plan, with_gp)
     if not args.quick:
         res["real"] = bench_real(4**7, 3)
