@@ -56,6 +56,8 @@ autosummary_generate = True
 # set_*_request), whose docstrings refer to scikit-learn's own documentation.
 autodoc_default_options = {
     "members": True,
+    # scikit-learn's own set_output docstring links to labels of scikit-learn's docs
+    "exclude-members": "set_output",
     "inherited-members": "BaseEstimator,_MetadataRequester,RegressorMixin,ClassifierMixin,"
                          "MultiOutputMixin",
 }

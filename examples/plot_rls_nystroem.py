@@ -1,7 +1,7 @@
 """
-=======================================================
+========================================================
 Nyström columns chosen by ridge leverage scores (SQUEAK)
-=======================================================
+========================================================
 
 A Nyström approximation is only as good as the columns it keeps. Uniform
 sampling spends its columns where the data are dense; points in sparse regions

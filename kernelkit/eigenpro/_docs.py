@@ -121,7 +121,7 @@ _ATTRS_DOC = """
         Step size used; a step subtracts ``eta_ / m`` times the batch's residuals.
     beta_ : float
         ``max_i k(x_i, x_i)`` over the training data (measured; not 1 for the NTK).
-    eigenvalues_ : ndarray of shape (n_components_ + 1,)
+    eigenvalues_ : ndarray of shape (`n_components_` + 1,)
         Nyström estimates ``lambda_1 >= ... >= lambda_{q+1}`` of the top eigenvalues of
         the kernel covariance operator (the kernel matrix divided by ``n``).
     top_eigenvalue_ : float
@@ -152,7 +152,7 @@ _ATTRS_DOC = """
     backend_ : str
         The engine used.
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Only when ``X`` has string column names."""
 
 _NOTES_DOC = """

@@ -63,7 +63,7 @@ class INKEstimate(BaseEstimator):
 
     Attributes
     ----------
-    leverage_scores_ : ndarray of shape (n_samples_seen_,)
+    leverage_scores_ : ndarray of shape (`n_samples_seen_`,)
         Each point's RLS ``tau_{t,t}`` with respect to the points seen up to its
         arrival (the prefix matrix ``K_t``), estimated at its own step from the
         sketch as ``tau~_{t,t} / (1 - eps)``: within ``[tau / (1 + eps), tau / (1 - eps)]``

@@ -114,7 +114,7 @@ class KernelThinning(BaseEstimator):
     backend_ : str
         The engine used.
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Only when ``X`` has string column names.
 
     Raises
