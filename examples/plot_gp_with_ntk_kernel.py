@@ -89,8 +89,9 @@ for ax, name in zip(axes, shown, strict=True):
     ax.set_title(name)
     ax.set_xlabel("test patient (sorted by predicted mean)")
 axes[0].set_ylabel("disease progression")
-axes[0].legend(loc="upper left", fontsize="small")
-fig.tight_layout()
+handles, labels = axes[0].get_legend_handles_labels()
+fig.legend(handles, labels, loc="lower center", ncol=3)
+fig.tight_layout(rect=(0, 0.08, 1, 1))
 plt.show()
 
 # %%

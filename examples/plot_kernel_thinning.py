@@ -71,14 +71,16 @@ for n in ns:
     for key in curves:
         curves[key].append(np.median(vals[key]))
 
-fig, ax = plt.subplots(figsize=(5.5, 4))
+fig, ax = plt.subplots(figsize=(6, 4.5))
 for key, values in curves.items():
     slope = np.polyfit(np.log(ns), np.log(values), 1)[0]
     ax.loglog(ns, values, "o-", label=f"{key} (slope {slope:.2f})")
     print(f"{key:<18} log-log slope {slope:.2f}")
+ax.set_xticks(ns, [str(v) for v in ns])
+ax.xaxis.set_minor_locator(plt.NullLocator())
 ax.set_xlabel("input size n (coreset of sqrt(n) points)")
 ax.set_ylabel("MMD to the input")
-ax.legend()
+ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2, fontsize="small")
 fig.tight_layout()
 
 # %%
@@ -124,8 +126,10 @@ print(f"thinning and fitting took {time.perf_counter() - tic:.1f} s")
 fig, ax = plt.subplots(figsize=(5.5, 4))
 ax.loglog(sizes, err_kt, "o-", label="kernel ridge on a KT coreset")
 ax.loglog(sizes, err_iid, "s--", label="kernel ridge on an i.i.d. subset")
+ax.set_xticks(sizes, [str(v) for v in sizes])
+ax.xaxis.set_minor_locator(plt.NullLocator())
 ax.set_xlabel("training points kept (of 4096)")
 ax.set_ylabel("test mean squared error")
-ax.legend()
+ax.legend(loc="lower left")
 fig.tight_layout()
 plt.show()

@@ -63,7 +63,7 @@ print(f"best mean CV accuracy: {search.best_score_:.4f} "
 # order of :class:`~sklearn.model_selection.ParameterGrid`, which we do not
 # rely on: each score is looked up by its parameters.
 results = search.cv_results_
-fig, ax = plt.subplots(figsize=(6, 4))
+fig, ax = plt.subplots(figsize=(7.5, 4))
 for alpha in alphas:
     means, stds = [], []
     for depth in depths:
@@ -76,7 +76,7 @@ ax.set_xlabel("depth (number of hidden layers)")
 ax.set_ylabel("mean 3-fold CV accuracy")
 ax.set_xticks(depths)
 ax.set_title("NTKRidgeClassifier on digits")
-ax.legend()
+ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5))
 fig.tight_layout()
 plt.show()
 

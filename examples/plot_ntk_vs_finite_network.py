@@ -115,7 +115,7 @@ print(f"{len(widths) * N_NETS} networks in {time.perf_counter() - tic:.1f} s")
 # reference line; averaging ``N_NETS`` networks divides the error by about
 # ``sqrt(N_NETS)`` more, as for any Monte Carlo average.
 widths_arr = np.array(widths, dtype=float)
-fig, ax = plt.subplots(figsize=(6, 4.5))
+fig, ax = plt.subplots(figsize=(6.5, 5.5))
 for devs, label, color in [(dev_nngp, "NNGP, one network", "C0"),
                            (dev_ntk, "NTK, one network", "C1")]:
     devs = np.array(devs)
@@ -133,7 +133,7 @@ ax.set_yscale("log")
 ax.set_xlabel("hidden width n")
 ax.set_ylabel("max abs deviation from the limit kernel")
 ax.set_title(f"ReLU network, depth={DEPTH}, b_std={B_STD}")
-ax.legend(fontsize="small")
+ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2, fontsize="small")
 fig.tight_layout()
 plt.show()
 

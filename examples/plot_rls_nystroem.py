@@ -85,6 +85,8 @@ fig, ax = plt.subplots(figsize=(5, 3.5))
 for name, err in errors.items():
     ax.plot(ms, err, "o-", label=name)
 ax.set_xscale("log")
+ax.set_xticks(ms, [str(m) for m in ms])
+ax.xaxis.set_minor_locator(plt.NullLocator())
 ax.set_xlabel("number of columns m")
 ax.set_ylabel("test RMSE near outliers")
 ax.legend()
