@@ -11,11 +11,36 @@ All internal arithmetic is float64: float32 inputs are upcast for the Gram
 product (cheap: O(n d) copies) and the result is cast back, so float32 outputs
 keep float32 accuracy instead of inheriting the cancellation of
 ``|x|^2 + |y|^2 - 2 x.y`` in float32.
+
+The array code uses the Python array API standard only (tested with
+``array-api-strict`` as the namespace), through three small adapters for what
+the standard leaves out or older NumPy / CuPy spell differently: products and
+casts written into existing arrays (``out=`` and casting assignment, used when the
+namespace is NumPy or CuPy), ``asin`` / ``acos`` (``arcsin`` / ``arccos`` before
+NumPy 2) and ``astype``. Index pairs are selected by boolean masks (the standard
+has no integer-array assignment) and rows gathered with ``take``.
 """
 
 import math
 
 from .._config import get_config
+
+# namespaces whose arrays take ``out=`` and cast on assignment (NumPy and CuPy)
+_NUMPY_LIKE = ("numpy", "cupy")
+
+
+def _fn(xp, name, legacy):
+    """``xp.<name>`` (array API spelling), else ``xp.<legacy>`` (NumPy 1.x, older CuPy)."""
+    f = getattr(xp, name, None)
+    return f if f is not None else getattr(xp, legacy)
+
+
+def _astype(xp, a, dtype):
+    """``a`` as ``dtype`` (no copy when it already is)."""
+    if a.dtype == dtype:
+        return a
+    f = getattr(xp, "astype", None)
+    return f(a, dtype) if f is not None else a.astype(dtype)
 
 DISTANCE_KERNELS = ("rbf", "matern")
 DOT_KERNELS = ("linear", "polynomial", "cosine")
@@ -53,6 +78,7 @@ class ArrayBackend:
 
     def __init__(self, xp):
         self.xp = xp
+        self._numpy_like = getattr(xp, "__name__", "").split(".")[0] in _NUMPY_LIKE
 
     # ------------------------------------------------------------------ arrays
     def asarray(self, a, dtype=None):
@@ -60,14 +86,40 @@ class ArrayBackend:
         return self.xp.asarray(a, dtype=dtype)
 
     def to_host(self, a):
-        """NumPy array with the values of ``a``."""
+        """NumPy array with the values of ``a`` (no copy for a NumPy array)."""
         import numpy
 
-        return numpy.asarray(a)
+        if isinstance(a, numpy.ndarray):
+            return a
+        try:
+            return numpy.asarray(a)
+        except (TypeError, RuntimeError, ValueError):  # not host-resident: copy over DLPack
+            return numpy.from_dlpack(a)
 
     def is_native(self, a):
         """Whether ``a`` already is an array of this engine's namespace."""
-        return isinstance(a, self.xp.ndarray)
+        cls = getattr(self.xp, "ndarray", None)
+        if cls is not None:
+            return isinstance(a, cls)
+        ns = getattr(a, "__array_namespace__", None)
+        return ns is not None and ns() is self.xp
+
+    def _gemm(self, A, B, out):
+        """``out[...] = A @ B`` (in place where the namespace allows: no temporary)."""
+        if self._numpy_like:
+            self.xp.matmul(A, B, out=out)
+        else:
+            out[...] = A @ B
+
+    def _put(self, dst, values):
+        """``dst[...] = values``, cast to ``dst``'s dtype (float64 -> float32 output)."""
+        if not self._numpy_like:
+            values = _astype(self.xp, values, dst.dtype)
+        dst[...] = values
+
+    def _check_room(self, nbytes, what, advice):
+        """Hook: raise ``MemoryError`` if ``nbytes`` more cannot be allocated (engines
+        with a bounded device memory); the host engines leave that to the OS."""
 
     # ------------------------------------------------------------ public ops
     def pairwise(self, spec, X, Y=None):
@@ -81,6 +133,10 @@ class ArrayBackend:
         out_dtype = self._out_dtype(X, Y)
         ctx = self._prepare(spec, X, Y)
         n, m = ctx["X"].shape[0], ctx["Y"].shape[0]
+        self._check_room(n * m * (xp.finfo(out_dtype).bits // 8),
+                         f"the kernel matrix k(X, Y) of shape ({n}, {m})",
+                         "compute it in row blocks (pairwise_chunked), use the fused "
+                         "product k(X, Y) @ W (matmul), or float32 inputs")
         out = xp.empty((n, m), dtype=out_dtype)
         tri = Y is None and self.triangular
         direct = out_dtype == xp.float64
@@ -121,12 +177,14 @@ class ArrayBackend:
         W = xp.asarray(W, dtype=xp.float64)
         ctx = self._prepare(spec, X, Y)
         n, m = ctx["X"].shape[0], ctx["Y"].shape[0]
+        self._check_room(8 * n * (W.shape[1] if W.ndim == 2 else 1),
+                         f"the product k(X, Y) @ W with {n} rows", "use fewer rows of X")
         out = xp.empty((n,) + tuple(W.shape[1:]), dtype=xp.float64)
 
         def job(r0, r1, scratch):
-            block = scratch[: r1 - r0]
+            block = scratch[: r1 - r0, :]
             self._fill(spec, ctx, r0, r1, block, self_offset=r0 if Y is None else -1, tri=False)
-            out[r0:r1] = block @ W
+            out[r0:r1, ...] = block @ W
 
         self._map_blocks(job, n, m, scratch=True)
         return out
@@ -146,7 +204,7 @@ class ArrayBackend:
             gamma, degree, coef0 = p
             return (gamma * sq + coef0) ** degree
         if name == "cosine":
-            return xp.where(sq > 0, 1.0, 0.0)
+            return _astype(xp, sq > 0, xp.float64)
         depth, act, w2, b2 = p
         _, nngp, ntk = nn_row_stats(xp, sq, int(depth), act, w2, b2, 1.0 / X.shape[1])
         return ntk if name == "ntk" else nngp
@@ -171,10 +229,13 @@ class ArrayBackend:
             raise ValueError(f"{name} has values too large in magnitude for float64 kernel "
                              "arithmetic (squared norms overflow); rescale it.")
 
+    def _budget_bytes(self):
+        """Bytes one block (with its element-wise work) may take: ``working_memory``."""
+        return get_config()["working_memory"] * 2**20
+
     def _budget_rows(self, ncols):
-        """Rows of a float64 block of ``ncols`` columns that fit in ``working_memory``."""
-        budget = get_config()["working_memory"] * 2**20
-        return max(1, int(budget // (8 * max(1, ncols))))
+        """Rows of a float64 block of ``ncols`` columns that fit in the block budget."""
+        return max(1, int(self._budget_bytes() // (8 * max(1, ncols))))
 
     def _map_blocks(self, job, n, ncols, scratch):
         """Run ``job(r0, r1, scratch)`` over row blocks covering ``0:n``.
@@ -191,6 +252,12 @@ class ArrayBackend:
         """float64 copies (centered for distance kernels) and per-row statistics."""
         xp = self.xp
         name, p = spec
+        n_copies = (X.shape[0] if X.dtype != xp.float64 else 0) + (
+            Y.shape[0] if Y is not None and Y.dtype != xp.float64 else 0)
+        if name in DISTANCE_KERNELS or name == "laplacian":
+            n_copies = X.shape[0] + (0 if Y is None else Y.shape[0])  # centered copies
+        self._check_room(8 * n_copies * X.shape[1], "float64 copies of the inputs",
+                         "use fewer rows")
         Xf = xp.asarray(X, dtype=xp.float64)
         Yf = Xf if Y is None else xp.asarray(Y, dtype=xp.float64)
         for A, arg in ((Xf, "X"), (Yf, "Y")):
@@ -238,15 +305,15 @@ class ArrayBackend:
         """
         name, p = spec
         dst = block if dst is None else dst
-        Xb = ctx["X"][r0:r1]
+        Xb = ctx["X"][r0:r1, :]
         ncols = block.shape[1]
-        Yb = ctx["Y"][:ncols]
+        Yb = ctx["Y"][:ncols, :]
         if name == "laplacian":
             self._laplacian(Xb, Yb, p[0], dst, self_offset, tri)
             return
-        self.xp.matmul(Xb, Yb.T, out=block)
-        sx = None if ctx["sx"] is None else ctx["sx"][r0:r1]
-        sy = None if ctx["sy"] is None else ctx["sy"][:ncols]
+        self._gemm(Xb, Yb.T, block)
+        sx = None if ctx["sx"] is None else ctx["sx"][r0:r1, ...]
+        sy = None if ctx["sy"] is None else ctx["sy"][:ncols, ...]
         if name in DISTANCE_KERNELS:
             nu = None if name == "rbf" else p[1]
             code = STATIONARY_CODES[(name, nu)]
@@ -261,37 +328,38 @@ class ArrayBackend:
                      1.0 / ctx["X"].shape[1], name == "ntk", self_offset, tri, Xb, Yb)
 
     # ------------------------------------------------ reference finishers (xp)
-    def _self_pairs(self, block, self_offset):
-        """Index arrays of the block's self-pairs (row i, column self_offset + i)."""
+    def _self_mask(self, shape, self_offset):
+        """Boolean mask of a block's self-pairs (row i, column self_offset + i)."""
         xp = self.xp
-        nb, m = block.shape
-        rows = xp.arange(max(0, min(nb, m - self_offset)))
-        return rows, rows + self_offset
+        return xp.arange(shape[0])[:, None] + self_offset == xp.arange(shape[1])[None, :]
 
     def _stationary(self, code, block, dst, sx, sy, gamma, self_offset, tri, Xb, Yb):
         xp = self.xp
         d2 = sx[:, None] + sy[None, :] - 2.0 * block
         # Where |x|^2 + |y|^2 - 2 x.y cancels (near-duplicate points), recompute the
         # distance from the coordinates: sqrt(d2) would amplify the rounding error.
-        i, j = xp.nonzero(d2 <= CANCELLATION * (sx[:, None] + sy[None, :]))
-        d2[i, j] = self._pair_sqdist(Xb, Yb, i, j)
+        near = d2 <= CANCELLATION * (sx[:, None] + sy[None, :])
+        i, j = xp.nonzero(near)
+        if i.shape[0]:
+            d2[near] = self._pair_sqdist(Xb, Yb, i, j)  # nonzero and masks: row-major order
         if self_offset >= 0:
-            d2[self._self_pairs(block, self_offset)] = 0.0
-        dst[...] = stationary_from_sqdist(xp, code, d2, gamma)
+            d2[self._self_mask(d2.shape, self_offset)] = 0.0
+        self._put(dst, stationary_from_sqdist(xp, code, d2, gamma))
 
     def _dot(self, code, block, dst, sx, sy, gamma, degree, coef0, self_offset, tri):
         xp = self.xp
         if code == 0 and dst is not block:
-            dst[...] = block
+            self._put(dst, block)
         elif code == 1:
-            dst[...] = (gamma * block + coef0) ** degree
+            self._put(dst, (gamma * block + coef0) ** degree)
         elif code == 2:
             norm = sx[:, None] * sy[None, :]
-            cos = xp.where(norm > 0, block / xp.where(norm > 0, norm, 1.0), 0.0)
-            dst[...] = xp.clip(cos, -1.0, 1.0)
-            if self_offset >= 0:
-                rows, cols = self._self_pairs(block, self_offset)
-                dst[rows, cols] = xp.where(sx[rows] > 0, 1.0, 0.0)
+            cos = xp.clip(xp.where(norm > 0, block / xp.where(norm > 0, norm, 1.0), 0.0),
+                          -1.0, 1.0)
+            if self_offset >= 0:  # self-pairs exactly 1 (0 for a zero row)
+                cos = xp.where(self._self_mask(block.shape, self_offset),
+                               _astype(xp, sx[:, None] > 0, xp.float64), cos)
+            self._put(dst, cos)
 
     def _nn(self, block, dst, sx, sy, depth, act, w2, b2, inv_d, want_ntk, self_offset, tri,
             Xb, Yb):
@@ -306,7 +374,7 @@ class ArrayBackend:
             if act == 0:
                 r2 = 1.0 if layer == 1 else math.sqrt(0.5)
                 sa, sb = sx[:, layer - 1][:, None] * r2, sy[:, layer - 1][None, :] * r2
-                D = affine_defect(K, D, sa, sb, w2, b2, a * b, K_new)
+                D = affine_defect(xp, K, D, sa, sb, w2, b2, a * b, K_new)
             K = K_new
             T = K + w2 * T
             if act == 0:  # relu: arc-cosine kernel of degree 1 (Cho & Saul 2009)
@@ -315,19 +383,22 @@ class ArrayBackend:
             else:  # erf (Williams 1997)
                 den = a * b
                 T = T * ((4.0 / math.pi) / xp.sqrt(erf_gap(xp, a, b, K)))
-                K = (2.0 / math.pi) * xp.arcsin(xp.clip(2.0 * K / xp.sqrt(den), -1.0, 1.0))
+                K = (2.0 / math.pi) * _fn(xp, "asin", "arcsin")(
+                    xp.clip(2.0 * K / xp.sqrt(den), -1.0, 1.0))
         K = w2 * K + b2
-        dst[...] = K + w2 * T if want_ntk else K
+        self._put(dst, K + w2 * T if want_ntk else K)
 
     def _input_defect(self, K, s0x, s0y, self_offset, Xb, Yb):
         """``sqrt(q_x q_y) - K`` at the input; from the unit vectors where it cancels."""
         xp = self.xp
         p = s0x[:, None] * s0y[None, :]
         D = xp.maximum(p - K, 0.0)
-        i, j = xp.nonzero((K > (1.0 - CANCELLATION) * p) & (p > 0))
-        D[i, j] = p[i, j] * self._pair_sqdist(Xb, Yb, i, j, s0x, s0y) * (0.5 / Xb.shape[1])
+        near = (K > (1.0 - CANCELLATION) * p) & (p > 0)
+        i, j = xp.nonzero(near)
+        if i.shape[0]:
+            D[near] = p[near] * self._pair_sqdist(Xb, Yb, i, j, s0x, s0y) * (0.5 / Xb.shape[1])
         if self_offset >= 0:
-            D[self._self_pairs(D, self_offset)] = 0.0
+            D[self._self_mask(D.shape, self_offset)] = 0.0
         return D
 
     def _pair_sqdist(self, A, B, i, j, sa=None, sb=None):
@@ -336,11 +407,12 @@ class ArrayBackend:
         out = xp.empty(i.shape[0], dtype=xp.float64)
         step = self._budget_rows(2 * A.shape[1])
         for s in range(0, i.shape[0], step):
-            ii, jj = i[s : s + step], j[s : s + step]
-            a, b = A[ii], B[jj]
+            e = min(s + step, i.shape[0])  # the standard has no out-of-range slice ends
+            ii, jj = i[s:e], j[s:e]
+            a, b = xp.take(A, ii, axis=0), xp.take(B, jj, axis=0)
             if sa is not None:
-                a, b = a / sa[ii, None], b / sb[jj, None]
-            out[s : s + step] = xp.sum((a - b) ** 2, axis=1)
+                a, b = a / xp.take(sa, ii)[:, None], b / xp.take(sb, jj)[:, None]
+            out[s:e] = xp.sum((a - b) ** 2, axis=1)
         return out
 
     def _laplacian(self, Xb, Yb, gamma, block, self_offset, tri):
@@ -348,15 +420,17 @@ class ArrayBackend:
         # sub-blocks so the (rows, cols, d) broadcast stays within working_memory
         step = max(1, self._budget_rows(Yb.shape[0] * Xb.shape[1]))
         for s in range(0, Xb.shape[0], step):
-            diff = xp.abs(Xb[s : s + step, None, :] - Yb[None, :, :])
-            block[s : s + step] = xp.exp(-gamma * xp.sum(diff, axis=2))
+            e = min(s + step, Xb.shape[0])
+            diff = xp.abs(Xb[s:e, None, :] - Yb[None, :, :])
+            self._put(block[s:e, :], xp.exp(-gamma * xp.sum(diff, axis=2)))
 
     def _mirror_rows(self, out, r0, r1):
         """Copy the lower-triangle rows ``r0:r1`` of square ``out`` to their transposes."""
+        xp = self.xp
         out[:r0, r0:r1] = out[r0:r1, :r0].T
         sub = out[r0:r1, r0:r1]
-        upper = self.xp.triu_indices(r1 - r0, 1)
-        sub[upper] = sub.T[upper]
+        idx = xp.arange(r1 - r0)
+        out[r0:r1, r0:r1] = xp.where(idx[:, None] < idx[None, :], sub.T, sub)
 
     # ------------------------------------- kernel thinning loops (kernelkit.thinning)
     # Sequential loops over host (NumPy) arrays that hold kernel blocks computed by
@@ -428,7 +502,7 @@ def nn_row_stats(xp, sqnorm, depth, act, w2, b2, inv_d):
         else:
             cols.append(1.0 + 2.0 * q)
             t = t * (4.0 / math.pi) / xp.sqrt(1.0 + 4.0 * q)
-            q = (2.0 / math.pi) * xp.arcsin(2.0 * q / (1.0 + 2.0 * q))
+            q = (2.0 / math.pi) * _fn(xp, "asin", "arcsin")(2.0 * q / (1.0 + 2.0 * q))
     q = w2 * q + b2
     t = q + w2 * t
     return xp.stack(cols, axis=1), q, t
@@ -451,9 +525,9 @@ def relu_layer(xp, K, D, p):
     ps = xp.where(pos, p, 1.0)
     near = D < NEAR_PARALLEL * ps
     h = xp.sqrt(xp.clip(0.5 * D / ps, 0.0, 1.0))  # sin(t / 2)
-    th_near = 2.0 * xp.arcsin(h)
+    th_near = 2.0 * _fn(xp, "asin", "arcsin")(h)
     c = xp.where(near, 1.0 - 2.0 * h * h, xp.clip(K / ps, -1.0, 1.0))
-    th = xp.where(near, th_near, xp.arccos(c))
+    th = xp.where(near, th_near, _fn(xp, "acos", "arccos")(c))
     sn = xp.sin(th)
     omc = xp.where(near, 2.0 * h * h, 1.0 - c)
     t2 = th * th
@@ -476,7 +550,7 @@ def erf_gap(xp, a, b, K):
     return a + b - 1.0 + 4.0 * xp.maximum((p - K) * (p + K), 0.0)
 
 
-def affine_defect(K, D, sa, sb, w2, b2, p_new, K_new):
+def affine_defect(xp, K, D, sa, sb, w2, b2, p_new, K_new):
     """Defect after ``K <- w2 K + b2`` without cancellation.
 
     ``sa``, ``sb``: square roots of the two variances before the layer; ``p_new``:
@@ -485,4 +559,4 @@ def affine_defect(K, D, sa, sb, w2, b2, p_new, K_new):
     num = w2 * w2 * D * (sa * sb + K) + w2 * b2 * ((sa - sb) ** 2 + 2.0 * D)
     # p_new - K_new cancels only when K_new > 0, where the quotient's denominator is >= p_new
     pos = K_new > 0
-    return num / (p_new + K_new * pos + (~pos)) * pos + (p_new - K_new) * (~pos)
+    return xp.where(pos, num / xp.where(pos, p_new + K_new, 1.0), p_new - K_new)
