@@ -6,10 +6,28 @@ machine without a GPU (that is how its array code is tested on CPU). The two
 hot finishers (stationary kernels and the NTK/NNGP recursion) are raw CUDA
 element-wise kernels whose NumPy reference is the corresponding
 :class:`ArrayBackend` method; they are used only when ``xp`` is CuPy.
+
+Device memory is bounded as host memory is, and more strictly: a row block takes
+at most ``working_memory`` and at most :data:`BLOCK_SHARE` of the memory free on
+the device when it is sized, and every large allocation (the float64 copies of
+the inputs, a whole kernel matrix) is checked against the free memory first, so
+that a kernel matrix larger than the device raises a ``MemoryError`` that says
+what to do instead (row blocks, the fused product) rather than a CUDA
+out-of-memory error half-way through; the fused product ``k(X, Y) @ W`` then
+runs in blocks that fit.
 """
 
+import math
 
 from ._array import CANCELLATION, NEAR_PARALLEL, ArrayBackend
+
+# Share of the free device memory one row block may take: the float64 Gram block
+# plus the block-sized temporaries of the finishers without a CUDA kernel
+# (polynomial, cosine, Laplacian: up to about four), with room to spare.
+BLOCK_SHARE = 1 / 8
+# Kept free beyond each checked allocation: cuBLAS workspaces, compiled kernels,
+# the memory pool's rounding, and at least one row block.
+HEADROOM_BYTES = 256 * 2**20
 
 # in-params of the two kernels (the out-param of both is "float64 g": the Gram
 # block, read and overwritten in place)
@@ -126,18 +144,66 @@ class CupyBackend(ArrayBackend):
     Parameters
     ----------
     xp : module, default=None
-        Array namespace; None imports :mod:`cupy`. Passing :mod:`numpy` runs the
-        engine's array code on the CPU with the NumPy references of its CUDA kernels.
+        Array namespace; None imports :mod:`cupy`. Passing :mod:`numpy` (or any
+        array API namespace, e.g. ``array_api_strict``) runs the engine's array code
+        on the CPU with the NumPy references of its CUDA kernels.
+    free_memory : int, default=None
+        Bytes of free device memory to assume instead of asking the device (for
+        testing the block sizing and memory checks without a GPU). None: ask CuPy;
+        on a namespace without a device, memory is bounded by ``working_memory`` only.
     """
 
     name = "cupy"
 
-    def __init__(self, xp=None):
+    def __init__(self, xp=None, free_memory=None):
         if xp is None:
             import cupy as xp
         super().__init__(xp)
         self._on_gpu = xp.__name__ == "cupy"
+        self._free_memory = free_memory
         self._kernels = {}
+
+    # ------------------------------------------------------------ device memory
+    def device_free_bytes(self):
+        """Bytes this engine may still allocate on the device.
+
+        The driver's free memory (``cudaMemGetInfo``) plus the bytes CuPy's memory
+        pool holds but no array uses (the pool hands those out first).
+
+        Returns
+        -------
+        free : float
+            ``inf`` for a namespace without a CUDA device (CPU stand-ins).
+        """
+        if self._free_memory is not None:
+            return float(self._free_memory)
+        cuda = getattr(self.xp, "cuda", None)
+        if cuda is None:
+            return math.inf
+        free, _total = cuda.runtime.memGetInfo()
+        return float(free + self.xp.get_default_memory_pool().free_bytes())
+
+    def _usable_bytes(self):
+        return max(self.device_free_bytes() - HEADROOM_BYTES, 0.0)
+
+    def _budget_bytes(self):
+        return min(super()._budget_bytes(), BLOCK_SHARE * self._usable_bytes())
+
+    def _budget_rows(self, ncols):
+        if 4 * 8 * max(1, ncols) > self._usable_bytes():  # one row and its temporaries
+            raise MemoryError(
+                f"one row of a kernel block ({ncols} float64 columns, with its element-wise "
+                f"work) does not fit in the GPU memory left free "
+                f"({_gib(self.device_free_bytes())}, keeping {_gib(HEADROOM_BYTES)} for the "
+                "work); use fewer columns (centers, rows of Y) or free device memory.")
+        return super()._budget_rows(ncols)
+
+    def _check_room(self, nbytes, what, advice):
+        free = self.device_free_bytes()
+        if nbytes > self._usable_bytes():
+            raise MemoryError(
+                f"{what} needs {_gib(nbytes)} of GPU memory, but {_gib(free)} is free on the "
+                f"device (keeping {_gib(HEADROOM_BYTES)} for the work): {advice}.")
 
     def to_host(self, a):
         if self._on_gpu and isinstance(a, self.xp.ndarray):
@@ -179,3 +245,7 @@ class CupyBackend(ArrayBackend):
                            NEAR_PARALLEL, block)
         if dst is not block:
             dst[...] = block
+
+
+def _gib(nbytes):
+    return "unbounded memory" if math.isinf(nbytes) else f"{nbytes / 2**30:.2f} GiB"

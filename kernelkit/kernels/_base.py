@@ -4,7 +4,8 @@ import numpy as np
 from sklearn.gaussian_process.kernels import Hyperparameter
 from sklearn.gaussian_process.kernels import Kernel as _GPKernel
 
-from ..backend import get_backend, is_cupy_array
+from ..backend import get_backend
+from ..utils._array_api import follow_input
 from ..utils._validation import check_input, check_pair
 
 
@@ -62,7 +63,8 @@ class Kernel(_GPKernel):
         Returns
         -------
         K : ndarray of shape (n_X, n_Y)
-            float32 for float32 inputs, else float64; a CuPy array for CuPy inputs.
+            float32 for float32 inputs, else float64; an array of the inputs' namespace
+            (CuPy for CuPy inputs).
         K_gradient : ndarray of shape (n_X, n_X, 0)
             Only when ``eval_gradient`` is True.
 
@@ -72,13 +74,14 @@ class Kernel(_GPKernel):
             On NaN/inf, empty or non-2-D input, mismatched feature counts, an
             invalid kernel parameter, or an unusable configured backend.
         """
+        X_in, Y_in = X, Y
         X, Y = check_pair(X, Y)
         if eval_gradient and Y is not None:
             raise ValueError("eval_gradient=True requires Y=None (as in scikit-learn GP kernels).")
         spec = self.spec(X.shape[1])
         engine = get_backend(None, X, Y)
         K = engine.pairwise(spec, engine.asarray(X), None if Y is None else engine.asarray(Y))
-        K = K if is_cupy_array(X) else engine.to_host(K)
+        K = follow_input(K, X_in, Y_in)
         if eval_gradient:
             return K, np.empty((X.shape[0], X.shape[0], 0))
         return K
@@ -93,11 +96,11 @@ class Kernel(_GPKernel):
         Returns
         -------
         K_diag : ndarray of shape (n_samples,), float64
+            An array of the input's namespace.
         """
-        X = check_input(X)
+        X_in, X = X, check_input(X)
         engine = get_backend(None, X)
-        d = engine.diag(self.spec(X.shape[1]), engine.asarray(X))
-        return d if is_cupy_array(X) else engine.to_host(d)
+        return follow_input(engine.diag(self.spec(X.shape[1]), engine.asarray(X)), X_in)
 
     def is_stationary(self):
         """Whether ``k(x, y)`` depends on ``x - y`` only."""
