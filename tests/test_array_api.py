@@ -9,7 +9,12 @@
   with array-api-strict arrays on a non-CPU device standing in for CuPy arrays.
 """
 
+import json
+import math
 import pickle
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +22,7 @@ from numpy.testing import assert_allclose
 
 import kernelkit
 from kernelkit import KernelRidge
+from kernelkit.backend import available_backends
 from kernelkit.backend._cupy import BLOCK_SHARE, HEADROOM_BYTES, CupyBackend
 from kernelkit.backend._numpy import NumpyBackend
 from kernelkit.kernels import NNGP, NTK, RBF, Cosine, Laplacian, Linear, Matern, Polynomial
@@ -30,14 +36,23 @@ from kernelkit.utils._array_api import (
     to_namespace,
 )
 
-xps = pytest.importorskip("array_api_strict")
-
 KERNELS = [RBF(0.2), Laplacian(0.3), Matern(0.2, 0.5), Matern(0.2, 1.5), Matern(0.2, 2.5),
            Polynomial(0.3, 2, 1.0), Linear(), Cosine(), NTK(depth=3), NTK(depth=2, b_std=0.2),
            NNGP(depth=2, activation="erf", b_std=0.1), NTK(depth=1, activation="erf"),
            NNGP(depth=3, w_std=1.3, b_std=0.3)]
 REFERENCE = NumpyBackend()
-DEVICE = xps.Device("device1")  # a non-CPU device: NumPy cannot read it implicitly
+HAS_GPU = "cupy" in available_backends()
+
+
+@pytest.fixture(scope="module")
+def xps():
+    return pytest.importorskip("array_api_strict")
+
+
+@pytest.fixture(scope="module")
+def device(xps):
+    """A non-CPU array-api-strict device: NumPy cannot read its arrays implicitly."""
+    return xps.Device("device1")
 
 
 def _data(rng, dtype=np.float64):
@@ -57,15 +72,13 @@ def _np(a):
 
 
 @pytest.fixture
-def strict_engine():
+def strict_engine(xps):
     return CupyBackend(xp=xps)
 
 
 # ---------------------------------------------------------------- engine values
-@pytest.mark.parametrize("kernel", KERNELS, ids=repr)
-@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 1e-6)])
-def test_strict_engine_equals_numpy_engine(strict_engine, kernel, dtype, rtol, rng):
-    eng = strict_engine
+def _check_engine(eng, _np, kernel, dtype, rtol, rng):
+    """pairwise, row blocks, the fused product and the diagonal equal the NumPy engine's."""
     X, Y = _data(rng, dtype)
     spec = kernel.spec(X.shape[1])
     W = rng.standard_normal((Y.shape[0], 2))
@@ -96,13 +109,54 @@ def test_strict_engine_equals_numpy_engine(strict_engine, kernel, dtype, rtol, r
                         np.diag(REFERENCE.pairwise(spec, X64)), rtol=1e-12, atol=1e-15)
 
 
-def test_strict_engine_names_and_host_copies(strict_engine):
+@pytest.mark.parametrize("kernel", KERNELS, ids=repr)
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 1e-6)])
+def test_strict_engine_equals_numpy_engine(strict_engine, kernel, dtype, rtol, rng):
+    _check_engine(strict_engine, _np, kernel, dtype, rtol, rng)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason="needs CuPy and a CUDA GPU")
+@pytest.mark.parametrize("kernel", KERNELS, ids=repr)
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-11), (np.float32, 1e-6)])
+def test_gpu_engine_equals_numpy_engine(kernel, dtype, rtol, rng):
+    """On a GPU: the CUDA kernels and cuBLAS against the NumPy engine (special pairs too)."""
+    eng = CupyBackend()
+    assert eng._on_gpu
+    _check_engine(eng, lambda a: a.get(), kernel, dtype, rtol, rng)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason="needs CuPy and a CUDA GPU")
+def test_gpu_matrix_larger_than_the_device(rng):
+    """A kernel matrix larger than the device: a clear MemoryError, and the product in blocks."""
+    import cupy as cp
+
+    eng = CupyBackend()
+    free = eng.device_free_bytes()
+    n = int(math.sqrt(1.2 * free / 8)) + 1  # its float64 matrix exceeds the free memory
+    X = cp.asarray(rng.standard_normal((n, 3)))
+    spec = RBF(0.5).spec(3)
+    with pytest.raises(MemoryError, match="pairwise_chunked"):
+        eng.pairwise(spec, X)
+    W = cp.ones(n)
+    rows = cp.asarray(rng.integers(0, n, 5))
+    got = eng.matmul(spec, X[rows], X, W).get()  # 5 rows: checked against the host
+    ref = REFERENCE.matmul(spec, X[rows].get(), X.get(), np.ones(n))
+    assert_allclose(got, ref, rtol=1e-9)
+    with kernelkit.config_context(working_memory=2**20):  # device-bound blocks, no OOM
+        assert eng._budget_bytes() <= BLOCK_SHARE * eng.device_free_bytes()
+        full = eng.matmul(spec, X[: n // 4], X, W)
+    assert full.shape == (n // 4,) and bool(cp.all(full > 0))
+
+
+def test_strict_engine_names_and_host_copies(strict_engine, xps, device):
     eng = strict_engine
     assert not eng._on_gpu and not eng._numpy_like
     a = xps.asarray([[1.0, 2.0]])
     assert eng.is_native(a) and not eng.is_native(np.ones(2))
     assert not NumpyBackend().is_native(a) and NumpyBackend().is_native(np.ones(2))
-    host = eng.to_host(xps.asarray([1.0, 2.0], device=DEVICE))  # np.asarray refuses this one
+    host = eng.to_host(xps.asarray([1.0, 2.0], device=device))  # np.asarray refuses this one
     assert isinstance(host, np.ndarray) and host.tolist() == [1.0, 2.0]
 
 
@@ -192,8 +246,8 @@ def test_free_memory_counts_the_pools_unused_blocks():
 
 
 # ------------------------------------------------------ results follow the input
-def test_namespaces_and_moves():
-    a = xps.asarray([1.0, 2.0], device=DEVICE)
+def test_namespaces_and_moves(xps, device):
+    a = xps.asarray([1.0, 2.0], device=device)
     assert array_namespace(np.ones(2), [1, 2], None) is np
     assert array_namespace(np.ones(2), a, None) is xps and is_device_array(a)
     assert not is_device_array(np.ones(1)) and not is_device_array(np.float64(1.0))
@@ -224,7 +278,7 @@ def test_namespaces_and_moves():
 
 
 @pytest.mark.parametrize("kernel", [RBF(0.4), NTK(depth=2), Matern(0.3, 1.5)], ids=repr)
-def test_kernel_call_results_follow_the_input(kernel, rng):
+def test_kernel_call_results_follow_the_input(kernel, rng, xps):
     X, Y = _data(rng)
     ref = kernel(X, Y)
     assert isinstance(ref, np.ndarray)
@@ -236,7 +290,7 @@ def test_kernel_call_results_follow_the_input(kernel, rng):
     assert_allclose(np.asarray(d), np.diag(kernel(X)), rtol=1e-12)
 
 
-def test_mmd_accepts_namespace_input(rng):
+def test_mmd_accepts_namespace_input(rng, xps):
     from kernelkit.metrics import mmd
 
     X, Y = _data(rng)
@@ -264,13 +318,13 @@ class DeviceKernelRidge(HostPickleMixin, KernelRidge):
             self.__dict__.update(state)
 
 
-def test_device_fitted_estimator_pickles_to_host_arrays(rng):
+def test_device_fitted_estimator_pickles_to_host_arrays(rng, xps, device):
     X, _ = _data(rng)
     y = np.sin(X[:, 0]) + X[:, 1]
-    Xd = xps.asarray(X, device=DEVICE)
+    Xd = xps.asarray(X, device=device)
     model = DeviceKernelRidge(kernel="rbf", gamma=0.3, alpha=0.1).fit(
-        Xd, xps.asarray(y, device=DEVICE))
-    assert is_device_array(model.dual_coef_) and model.dual_coef_.device == DEVICE
+        Xd, xps.asarray(y, device=device))
+    assert is_device_array(model.dual_coef_) and model.dual_coef_.device == device
     with pytest.raises(RuntimeError):  # NumPy cannot read the device arrays by itself
         np.asarray(model.X_fit_)
     loaded = pickle.loads(pickle.dumps(model))
@@ -279,7 +333,7 @@ def test_device_fitted_estimator_pickles_to_host_arrays(rng):
     ref = KernelRidge(kernel="rbf", gamma=0.3, alpha=0.1).fit(X, y)
     assert_allclose(loaded.dual_coef_, ref.dual_coef_, rtol=1e-12)
     assert_allclose(loaded.predict(X), ref.predict(X), rtol=1e-12)
-    pred = model.predict(xps.asarray(X, device=DEVICE))
+    pred = model.predict(xps.asarray(X, device=device))
     assert is_device_array(pred)
     assert_allclose(to_host(pred), ref.predict(X), rtol=1e-12)
     # with NumPy standing in for the device, everything stays NumPy
@@ -287,3 +341,41 @@ def test_device_fitted_estimator_pickles_to_host_arrays(rng):
     again = pickle.loads(pickle.dumps(host_model))
     assert isinstance(again.dual_coef_, np.ndarray)
     assert_allclose(again.predict(X), ref.predict(X), rtol=1e-12)
+
+
+# ------------------------------------------------------------- the GPU benchmark
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.mark.skipif(HAS_GPU, reason="checks the message given without a GPU")
+def test_gpu_benchmark_fails_cleanly_without_a_gpu():
+    out = subprocess.run([sys.executable, str(BENCH / "bench_gpu.py")], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 2
+    assert "needs CuPy and a CUDA GPU" in out.stderr and "--dry-run" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+@pytest.mark.slow
+def test_gpu_benchmark_dry_run(tmp_path):
+    """The whole script on tiny sizes with the numba engine: every part runs and is reported."""
+    md, js = tmp_path / "R.md", tmp_path / "r.json"
+    md.write_text("# header\n\n## Other (x.py)\n\nkept\n")
+    out = subprocess.run([sys.executable, str(BENCH / "bench_gpu.py"), "--dry-run", "--md",
+                          str(md), "--json", str(js)], capture_output=True, text=True,
+                         timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    text = md.read_text()
+    assert "## Other (x.py)\n\nkept" in text and "## GPU (bench_gpu.py)" in text
+    assert "DRY RUN" in text
+    res = json.loads(js.read_text())
+    rows = res["kernels"]
+    assert {(r["kernel"], r["op"], r["dtype"]) for r in rows} == {
+        (k, op, dt) for k in ("gaussian", "ntk3") for op in ("matrix", "product")
+        for dt in ("float32", "float64")}
+    assert all(r["s"] > 0 and r["cpu_s"] > 0 for r in rows), rows
+    assert set(res["gemm"]) and all(g["tflops"] > 0 for g in res["gemm"].values())
+    solvers = res["solvers"]
+    assert solvers["ep2"]["score"] > 0.4 and solvers["cpp"]["coreset"] == 32
+    for name in ("falkon", "pcg"):  # run when they exist, else said so
+        assert "fit_s" in solvers[name] or "not available" in solvers[name]["status"]
