@@ -256,8 +256,9 @@ _PARAMS_DOC = """
         bounds it (``O(d_eff(gamma_reg) log^2 t)`` with high probability).
     forgetting : {{None, "discount", "restart"}}, default=None
         For drifting streams. ``"discount"``: ``A_t = lam A_{{t-1}} + ...`` with
-        ``lam = 1 - 1 / memory`` (exponentially weighted second-order information,
-        never less certain than the prior ``alpha I``): tracks drift, at the price of
+        ``lam = 1 - 1 / memory`` (exponentially weighted second-order information;
+        directions the stream no longer visits lose certainty up to ``memory / alpha``
+        and no further, against the classic wind-up): tracks drift, at the price of
         noisier steps on stationary data. ``"restart"``: reset ``A`` to ``alpha I``
         every ``memory`` samples, keeping the current function: cheaper, coarser.
     memory : int >= 1, default=1000
@@ -559,12 +560,12 @@ class KONSClassifier(ClassifierMixin, _KONSBase):
         -------
         self : object
         """
-        y_arr = np.asarray(y) if not hasattr(y, "iloc") else y.to_numpy()
-        check_classification_targets(y_arr)
-        classes = np.unique(y_arr.ravel())
+        X, y = validate_data(self, X, y, dtype=np.float64)
+        check_classification_targets(y)
+        classes = np.unique(y)
         if len(classes) < 2:
-            raise ValueError(f"y has a single class {classes!r}; the classifier needs at "
-                             "least two classes.")
+            raise ValueError(f"y has only 1 class ({classes[0]!r}); the classifier needs "
+                             "at least two classes.")
         self._partial_fit(X, y, classes=classes, reset=True)
         return self
 

@@ -115,8 +115,8 @@ def run_chunk(Kc, Kss, Y, u, L, Lw, sw, W, Ainv, istate, fstate, new_atoms, pred
         curv = h if eta < 0 else eta * g * g
         for a_i in range(Ainv.shape[0]):
             A = Ainv[a_i, :m, :m]
-            if forget == 1 and np.max(np.diag(A)) / lam <= 1.0 / alpha:
-                A /= lam  # discounted past, never less certain than the prior
+            if forget == 1 and np.max(np.diag(A)) * (1.0 - lam) / lam <= 1.0 / alpha:
+                A /= lam  # discounted past; wind-up capped at memory / alpha
             v = A @ z
             cols = slice(None) if shared else slice(a_i, a_i + 1)
             cv = curv[0] if shared else curv[a_i]

@@ -55,7 +55,7 @@ def _ons_update(A, z, v, m, cv, forget, lam, alpha):
         dmax = 0.0
         for i in range(m):
             dmax = max(dmax, A[i, i])
-        if dmax / lam <= 1.0 / alpha:
+        if dmax * (1.0 - lam) / lam <= 1.0 / alpha:
             for i in range(m):
                 for j in range(m):
                     A[i, j] /= lam
