@@ -10,8 +10,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from kernelkit.online import KONSClassifier, KONSRegressor, RiverKONS
-from kernelkit.online import _loops, _loops_numba
+from kernelkit.online import KONSClassifier, KONSRegressor, RiverKONS, _loops, _loops_numba
 
 BACKENDS = ["numpy", "numba"]
 
@@ -220,7 +219,7 @@ def test_partial_fit_chunks_equal_fit(method):
     full = KONSClassifier(**kw).fit(X, y)
     parts = KONSClassifier(**kw)
     bounds = [0, 1, 8, 300, 301, 700]
-    for a, b in zip(bounds[:-1], bounds[1:]):
+    for a, b in zip(bounds[:-1], bounds[1:], strict=False):
         parts.partial_fit(X[a:b], y[a:b], classes=np.array([0, 1, 2]))
     assert parts.n_atoms_ == full.n_atoms_ and parts.n_seen_ == full.n_seen_ == 700
     np.testing.assert_allclose(parts.cumulative_loss_, full.cumulative_loss_, rtol=1e-10)
@@ -228,7 +227,7 @@ def test_partial_fit_chunks_equal_fit(method):
                                atol=1e-10)
     reg = KONSRegressor(**kw).fit(X, y.astype(float))
     reg2 = KONSRegressor(**kw)
-    for a, b in zip(bounds[:-1], bounds[1:]):
+    for a, b in zip(bounds[:-1], bounds[1:], strict=False):
         reg2.partial_fit(X[a:b], y[a:b].astype(float))
     np.testing.assert_allclose(reg2.predict(X), reg.predict(X), atol=1e-10)
 
@@ -355,14 +354,14 @@ def test_river_adapter():
     X, y = _stream(80, 2)
     model = RiverKONS(KONSRegressor(gamma_reg=0.1, random_state=0))
     preds = []
-    for row, target in zip(X, y):
+    for row, target in zip(X, y, strict=False):
         x = {"b": row[1], "a": row[0]}
         preds.append(model.predict_one(x))
         model.learn_one(x, target)
     ref = KONSRegressor(gamma_reg=0.1, random_state=0).partial_fit_predict(X[:, [1, 0]], y)
     np.testing.assert_allclose(preds[1:], ref[1:], atol=1e-10)
     clf = RiverKONS(KONSClassifier(loss="logistic", random_state=0), classes=[0, 1])
-    for row, target in zip(X, y > 0):
+    for row, target in zip(X, y > 0, strict=False):
         clf.learn_one({"a": row[0]}, int(target))
     assert set(clf.predict_proba_one({"a": 0.3})) == {0, 1}
     with pytest.raises(ValueError, match="classes"):

@@ -86,4 +86,4 @@ class RiverKONS:
             return {c: 1.0 / len(self.classes) for c in self.classes}
         p = self.estimator_.predict_proba(self._row(x))[0]
         return {c.item() if hasattr(c, "item") else c: float(v)
-                for c, v in zip(self.estimator_.classes_, p)}
+                for c, v in zip(self.estimator_.classes_, p, strict=False)}
