@@ -135,9 +135,14 @@ class _KONSBase(BaseEstimator):
                 Xs = X[r0:r0 + _CHUNK]
                 m = int(st["istate"][0])
                 self._ensure_capacity(min(m + Xs.shape[0], int(iparams[4])))
-                Kc = (self._op.block_host(Xs, st["atoms"][:m]) if m
-                      else np.empty((Xs.shape[0], 0)))
-                Kss = self._op.block_host(Xs)
+                if Xs.shape[0] == 1:  # one kernel call: the sample sits in the free slot
+                    st["atoms"][m] = Xs[0]
+                    row = self._op.block_host(Xs, st["atoms"][:m + 1])
+                    Kc, Kss = row[:, :m], row[:, m:]
+                else:
+                    Kc = (self._op.block_host(Xs, st["atoms"][:m]) if m
+                          else np.empty((Xs.shape[0], 0)))
+                    Kss = self._op.block_host(Xs)
                 u = self._rs.random_sample(Xs.shape[0])
                 new = np.empty(Xs.shape[0], dtype=np.int64)
                 with single_blas_thread():
