@@ -30,36 +30,37 @@ os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")  # as bench_eigenpro.py
 
 import argparse  # noqa: E402
 import datetime  # noqa: E402
-import gzip  # noqa: E402
 import json  # noqa: E402
-import platform  # noqa: E402
-import subprocess  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
-from _common import write_section  # noqa: E402 (benchmarks/ is on sys.path)
+from _common import (  # noqa: E402 (benchmarks/ is on sys.path)
+    HERE,
+    MD_HEADER,
+    MD_PATH,
+    git_state,
+    is_busy,
+    load_average,
+    load_fashion_mnist,
+    machine_info,
+    machine_line,
+    write_section,
+)
 
-HERE = Path(__file__).resolve().parent
 JSON_PATH = HERE / "results_online.json"
-MD_PATH = HERE / "RESULTS.md"
 SECTION = "## Online kernel learning (bench_online.py)"
-MD_HEADER = "# kernelkit benchmark results\n"
-FASHION = Path("/usr/share/datasets/fashion-mnist")
 BLOCK = 10  # prequential block of the scikit-learn peers
 
 
 # ----------------------------------------------------------------------------- data
 def fashion(n=None, classes=None):
-    with gzip.open(FASHION / "train-images-idx3-ubyte.gz") as f:
-        X = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 784)
-    with gzip.open(FASHION / "train-labels-idx1-ubyte.gz") as f:
-        y = np.frombuffer(f.read(), np.uint8, offset=8).astype(np.int64)
+    X, y = load_fashion_mnist()[:2]
+    y = y.astype(np.int64)
     if classes is not None:
         keep = np.isin(y, classes)
         X, y = X[keep], y[keep]
-    return X[:n] / 255.0, y[:n]
+    return X[:n], y[:n]
 
 
 def digits():
@@ -386,39 +387,17 @@ def run(cfg, quick):
     return res
 
 
-def machine_info():
-    import numba
-    import scipy
-    import sklearn
-
-    cpu = platform.processor() or ""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")),
-                       cpu)
-    except OSError:
-        pass
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE.parent, text=True,
-                                capture_output=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        commit = None
-    return {"cpu_model": cpu, "cpu_count": os.cpu_count(), "python": platform.python_version(),
-            "numpy": np.__version__, "scipy": scipy.__version__,
-            "scikit-learn": sklearn.__version__, "numba": numba.__version__, "commit": commit}
-
-
 def render(res):
     info = res["machine"]
+    loads = (res["loadavg_before"], res["loadavg_after"])
     lines = [SECTION, "",
-             f"Run {res['timestamp']} (commit {str(info['commit'])[:10]}) on "
-             f"{info['cpu_model']}, {info['cpu_count']} cores; numpy {info['numpy']}, "
-             f"scikit-learn {info['scikit-learn']}, numba {info['numba']}. Load average "
-             f"before/after: {res['loadavg_before']} / {res['loadavg_after']} (the machine "
-             "is shared: absolute times are inflated when the load exceeds the 2 cores); "
-             f"total wall time {res['wall_s'] / 60:.1f} min. Prequential: every sample is "
-             "predicted before it is learned from; single runs (the streams are "
-             "deterministic; times are one run each).", ""]
+             machine_line(info, loads, res["timestamp"], res["git"]["commit"])
+             + f" Total wall time {res['wall_s'] / 60:.1f} min. Prequential: every sample "
+             "is predicted before it is learned from; one run per configuration (the "
+             "streams are deterministic). The JSON also records CPU seconds per run."
+             + (" The machine was shared with other jobs during this run: wall times are "
+                "inflated several-fold; compare ratios within the run." if is_busy(loads, info)
+                else ""), ""]
     for s in res["streams"]:
         metric = "mistake_rate" if "mistake_rate" in s["rows"][0] else "cumulative_mse"
         lines += [f"**{s['stream']}** ({s['n']} samples; KONS parameters "
@@ -451,11 +430,12 @@ def main(argv=None):
     t0 = time.perf_counter()
     res = {"timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(
         timespec="seconds"), "quick": args.quick, "config": cfg,
-        "loadavg_before": [round(x, 2) for x in os.getloadavg()], "machine": machine_info()}
+        "loadavg_before": [round(x, 2) for x in load_average()],
+        "machine": machine_info(peers=("river", "dask-ml")), "git": git_state()}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res.update(run(cfg, args.quick))
-    res["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
+    res["loadavg_after"] = [round(x, 2) for x in load_average()]
     res["wall_s"] = time.perf_counter() - t0
     section = render(res)
     print("\n" + section)
