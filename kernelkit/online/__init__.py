@@ -1,0 +1,13 @@
+"""Second-order online kernel learning: KONS, Sketched-KONS and PROS-N-KONS.
+
+:class:`KONSRegressor` and :class:`KONSClassifier` learn from a stream with
+``partial_fit`` (one pass per call, as scikit-learn's SGD estimators), with
+logarithmic regret at a per-sample cost bounded by the KORS sketch (Calandriello,
+Lazaric & Valko, ICML 2017 and NeurIPS 2017). :class:`RiverKONS` adapts them to
+river's ``learn_one`` / ``predict_one`` interface.
+"""
+
+from ._kons import KONSClassifier, KONSRegressor
+from ._river import RiverKONS
+
+__all__ = ["KONSRegressor", "KONSClassifier", "RiverKONS"]

@@ -1,0 +1,386 @@
+"""Tests of kernelkit.online: KONS, Sketched-KONS, PROS-N-KONS."""
+
+import copy
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from kernelkit.online import KONSClassifier, KONSRegressor, RiverKONS, _loops, _loops_numba
+
+BACKENDS = ["numpy", "numba"]
+
+
+# ----------------------------------------------------------------- independent oracles
+def _dloss(loss, f, y):
+    if loss == "squared":
+        return f - y, 1.0
+    if loss == "logistic":
+        s = 1.0 / (1.0 + np.exp(y * f))
+        return -y * s, s * (1 - s)
+    mg = max(1.0 - y * f, 0.0)
+    return -y * mg, float(mg > 0)
+
+
+def ons_explicit(Phi, y, loss, alpha, eta, C=None):
+    """Online Newton Step on explicit features (Hazan et al. 2007 form, with the
+    KONS step sizes): the prequential predictions."""
+    n, d = Phi.shape
+    A = alpha * np.eye(d)
+    w = np.zeros(d)
+    out = np.empty(n)
+    for t in range(n):
+        x = Phi[t]
+        f = w @ x
+        if C is not None and abs(f) > C:
+            a = np.linalg.solve(A, x)
+            w = w - (f - np.sign(f) * C) / (x @ a) * a
+            f = np.sign(f) * C
+        out[t] = f
+        g, h = _dloss(loss, f, y[t])
+        A = A + (h if eta == "auto" else eta * g * g) * np.outer(x, x)
+        w = w - np.linalg.solve(A, g * x)
+    return out
+
+
+def quad_features(X):
+    """Explicit features of the kernel (1 + x.y)^2."""
+    n, d = X.shape
+    cols = [np.ones(n)] + [np.sqrt(2) * X[:, i] for i in range(d)]
+    cols += [X[:, i] ** 2 for i in range(d)]
+    cols += [np.sqrt(2) * X[:, i] * X[:, j] for i in range(d) for j in range(i + 1, d)]
+    return np.column_stack(cols)
+
+
+def _stream(n=300, d=4, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    return X, X @ rng.normal(size=d) + 0.3 * rng.normal(size=n)
+
+
+# ----------------------------------------------------------------- exactness
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("loss,C", [("squared", None), ("squared", 1.5), ("logistic", 2.0),
+                                    ("squared_hinge", None)])
+def test_linear_kons_equals_online_newton_step(backend, loss, C):
+    X, y = _stream(200, 5)
+    if loss != "squared":
+        y = np.where(y > 0, 1.0, -1.0)
+        est = KONSClassifier(loss=loss, method="kons", kernel="linear", alpha=0.7, eta=0.3,
+                             C=C, backend=backend)
+        pred = est.partial_fit_predict(X, y, classes=[-1.0, 1.0])
+    else:
+        est = KONSRegressor(method="kons", kernel="linear", alpha=0.7, eta=0.3, C=C,
+                            backend=backend)
+        pred = est.partial_fit_predict(X, y)
+    ref = ons_explicit(X, y, loss, 0.7, 0.3, C)
+    np.testing.assert_allclose(pred, ref, rtol=0, atol=1e-10)
+    assert est.n_atoms_ == 5  # the span of the data, not t
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kons_auto_squared_is_online_kernel_ridge(backend):
+    """With eta='auto' the squared-loss KONS predicts x_t with kernel ridge fitted on
+    the samples before t (closed form, dense solve)."""
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-2, 2, size=(60, 2))
+    y = np.sin(X[:, 0]) * X[:, 1]
+    est = KONSRegressor(method="kons", kernel="rbf", gamma=1.0, alpha=0.5, backend=backend)
+    pred = est.partial_fit_predict(X, y)
+    K = np.exp(-1.0 * ((X[:, None] - X[None]) ** 2).sum(-1))
+    ref = np.zeros(60)
+    for t in range(1, 60):
+        c = np.linalg.solve(K[:t, :t] + 0.5 * np.eye(t), y[:t])
+        ref[t] = K[t, :t] @ c
+    np.testing.assert_allclose(pred, ref, atol=1e-9)
+    full = np.linalg.solve(K + 0.5 * np.eye(60), y)
+    np.testing.assert_allclose(est.predict(X[:7]), K[:7] @ full, atol=1e-9)
+
+
+def _cases():
+    for method in ["kons", "sketched", "pros-n-kons"]:
+        for loss, eta, forget in [("squared", "auto", None), ("logistic", "auto", "discount"),
+                                  ("squared_hinge", 0.5, "restart")]:
+            yield method, loss, eta, forget
+
+
+@pytest.mark.parametrize("method,loss,eta,forget", list(_cases()))
+def test_numba_twin_matches_numpy_reference(method, loss, eta, forget):
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(150, 3))
+    y = rng.integers(0, 3, size=150)
+    kw = dict(loss=loss, method=method, eta=eta, forgetting=forget, memory=40, C=3.0,
+              gamma=0.5, gamma_reg=0.05, random_state=0)
+    a = KONSClassifier(backend="numpy", **kw)
+    b = KONSClassifier(backend="numba", **kw)
+    pa = a.partial_fit_predict(X, y, classes=[0, 1, 2])
+    pb = b.partial_fit_predict(X, y, classes=[0, 1, 2])
+    assert a.n_atoms_ == b.n_atoms_ and a.n_restarts_ == b.n_restarts_
+    np.testing.assert_allclose(pa, pb, atol=1e-10)
+    np.testing.assert_allclose(a.cumulative_loss_, b.cumulative_loss_, rtol=1e-12)
+
+
+# ----------------------------------------------------------------- published properties
+def _regret_curve(losses, Phi, y, grid):
+    cum = np.cumsum(losses)
+    out = []
+    for t in grid:
+        w = np.linalg.lstsq(Phi[:t], y[:t], rcond=None)[0]
+        best = 0.5 * np.sum((Phi[:t] @ w - y[:t]) ** 2)
+        out.append(cum[t - 1] - best)
+    return np.array(out)
+
+
+def _fit_residual(t, r, basis):
+    B = np.column_stack([basis(t), np.ones_like(t)])
+    coef = np.linalg.lstsq(B, r, rcond=None)[0]
+    return np.sum((B @ coef - r) ** 2)
+
+
+def test_regret_logarithmic_for_kons_sqrt_for_kernel_ogd():
+    """Stream y = f*(x) + noise with f* in the RKHS of (1 + x.y)^2, whose best fixed
+    function is least squares on the explicit features. KONS's regret fits a + b log t
+    better than a + b sqrt t; kernel online gradient descent's the reverse."""
+    rng = np.random.default_rng(3)
+    T = 2000
+    X = rng.uniform(-1, 1, size=(T, 2))
+    Phi = quad_features(X)
+    y = Phi @ rng.normal(size=Phi.shape[1]) + 0.5 * rng.normal(size=T)
+    kons = KONSRegressor(method="kons", kernel="polynomial", degree=2, coef0=1, gamma=1.0,
+                         alpha=1.0)
+    f_kons = kons.partial_fit_predict(X, y)
+    # kernel OGD (first order), step 1 / sqrt(t) scaled to the kernel's size
+    K = (1.0 + X @ X.T) ** 2
+    coef = np.zeros(T)
+    f_ogd = np.empty(T)
+    for t in range(T):
+        f_ogd[t] = K[t, :t] @ coef[:t]
+        coef[t] = -0.1 / np.sqrt(t + 1) * (f_ogd[t] - y[t])
+    grid = np.unique(np.geomspace(50, T, 25).astype(int))
+    r_kons = _regret_curve(0.5 * (f_kons - y) ** 2, Phi, y, grid)
+    r_ogd = _regret_curve(0.5 * (f_ogd - y) ** 2, Phi, y, grid)
+    t = grid.astype(float)
+    assert _fit_residual(t, r_kons, np.log) < _fit_residual(t, r_kons, np.sqrt)
+    assert _fit_residual(t, r_ogd, np.sqrt) < _fit_residual(t, r_ogd, np.log)
+    assert r_kons[-1] < 0.2 * r_ogd[-1]
+    np.testing.assert_allclose(kons.cumulative_loss_, np.sum(0.5 * (f_kons - y) ** 2))
+
+
+def test_sketched_kons_atom_count_bounded():
+    """KORS keeps O(d_eff log^2 t) atoms: the count flattens as t grows."""
+    rng = np.random.default_rng(4)
+    X = rng.uniform(-1, 1, size=(4000, 2))
+    y = np.sin(3 * X[:, 0]) + X[:, 1] ** 2
+    est = KONSRegressor(method="sketched", gamma=2.0, gamma_reg=0.05, alpha=0.1,
+                        random_state=0)
+    counts = []
+    for r0 in range(0, 4000, 1000):
+        est.partial_fit(X[r0:r0 + 1000], y[r0:r0 + 1000])
+        counts.append(est.n_atoms_)
+    assert counts[-1] < 0.05 * 4000
+    assert counts[-1] - counts[1] < 0.35 * counts[1]
+    assert est.atoms_.shape == (counts[-1], 2)
+    mse = np.mean((est.predict(X) - y) ** 2)
+    assert mse < 0.01
+
+
+def test_pros_n_kons_restarts_at_each_new_atom():
+    X, y = _stream(400, 2, seed=5)
+    est = KONSRegressor(method="pros-n-kons", gamma=0.5, gamma_reg=0.5, random_state=0)
+    est.fit(X, y)
+    assert est.n_restarts_ == est.n_atoms_ > 0
+
+
+def test_discount_forgetting_tracks_drift():
+    rng = np.random.default_rng(6)
+    X = rng.uniform(-1, 1, size=(2000, 1))
+    y = np.where(np.arange(2000) < 1000, 1.0, -1.0) * np.sin(3 * X[:, 0])
+    kw = dict(method="sketched", gamma=2.0, gamma_reg=0.05, alpha=0.1, random_state=0)
+    plain = KONSRegressor(**kw).fit(X, y)
+    disc = KONSRegressor(forgetting="discount", memory=200, **kw).fit(X, y)
+    rest = KONSRegressor(forgetting="restart", memory=200, **kw).fit(X, y)
+    assert disc.cumulative_loss_ < 0.5 * plain.cumulative_loss_
+    assert rest.cumulative_loss_ < plain.cumulative_loss_
+    assert np.mean((disc.predict(X) - y[-1] / np.sin(3 * X[-1, 0]) * np.sin(3 * X[:, 0])) ** 2) \
+        < 0.05
+
+
+# ----------------------------------------------------------------- online protocol
+@pytest.mark.parametrize("method", ["kons", "sketched", "pros-n-kons"])
+def test_partial_fit_chunks_equal_fit(method):
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(700, 3))
+    y = rng.integers(0, 3, size=700)
+    kw = dict(method=method, gamma=0.5, gamma_reg=0.1, random_state=3)
+    full = KONSClassifier(**kw).fit(X, y)
+    parts = KONSClassifier(**kw)
+    bounds = [0, 1, 8, 300, 301, 700]
+    for a, b in zip(bounds[:-1], bounds[1:], strict=False):
+        parts.partial_fit(X[a:b], y[a:b], classes=np.array([0, 1, 2]))
+    assert parts.n_atoms_ == full.n_atoms_ and parts.n_seen_ == full.n_seen_ == 700
+    np.testing.assert_allclose(parts.cumulative_loss_, full.cumulative_loss_, rtol=1e-10)
+    np.testing.assert_allclose(parts.decision_function(X), full.decision_function(X),
+                               atol=1e-10)
+    reg = KONSRegressor(**kw).fit(X, y.astype(float))
+    reg2 = KONSRegressor(**kw)
+    for a, b in zip(bounds[:-1], bounds[1:], strict=False):
+        reg2.partial_fit(X[a:b], y[a:b].astype(float))
+    np.testing.assert_allclose(reg2.predict(X), reg.predict(X), atol=1e-10)
+
+
+def _state(est):
+    return copy.deepcopy(({k: v for k, v in est._st.items()}, est.cumulative_loss_,
+                          est.n_seen_, est.n_atoms_, est._rs.get_state()))
+
+
+def _assert_same(a, b):
+    (sa, *ra, rsa), (sb, *rb, rsb) = a, b
+    assert sa.keys() == sb.keys()
+    for k in sa:
+        np.testing.assert_array_equal(sa[k], sb[k])
+    assert ra == rb
+    np.testing.assert_array_equal(rsa[1], rsb[1])
+
+
+def test_bad_chunks_rejected_with_state_unchanged():
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(300, 3))
+    y = rng.integers(0, 2, size=300)
+    est = KONSClassifier(gamma_reg=0.1, random_state=0).partial_fit(X, y, classes=[0, 1])
+    before = _state(est)
+    bad = X[:5].copy()
+    bad[2, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        est.partial_fit(bad, y[:5])
+    big = np.vstack([X, X])
+    big[-1, 0] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        est.partial_fit(big, np.r_[y, y])
+    with pytest.raises(ValueError, match="features"):
+        est.partial_fit(X[:5, :2], y[:5])
+    with pytest.raises(ValueError, match="not in classes"):
+        est.partial_fit(X[:5], [0, 1, 2, 0, 1])
+    with pytest.raises(ValueError):
+        est.partial_fit(X[:1], [0.5])
+    _assert_same(before, _state(est))
+    # a failure in a later chunk (after earlier chunks were learned) rolls back too
+    def kern(A, B):
+        K = np.exp(-0.5 * ((A[:, None] - B[None]) ** 2).sum(-1))
+        K[(A[:, 0] > 50)] = np.nan
+        return K
+    reg = KONSRegressor(kernel=kern, gamma_reg=0.1, random_state=0).fit(X, y.astype(float))
+    before = _state(reg)
+    Z = np.vstack([X, X])
+    Z[-3, 0] = 100.0
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        reg.partial_fit(Z, np.zeros(len(Z)))
+    _assert_same(before, _state(reg))
+    reg.partial_fit(X[:3], y[:3].astype(float))  # still usable
+    assert reg.n_seen_ == 303
+
+
+@pytest.mark.parametrize("param,value", [
+    ("alpha", 0.0), ("alpha", -1.0), ("eta", 0.0), ("eta", "fast"), ("gamma_reg", 0.0),
+    ("epsilon", -0.1), ("beta", 0.0), ("C", -1.0), ("memory", 0), ("max_atoms", 0),
+    ("method", "newton"), ("forgetting", "sometimes"), ("kernel", "precomputed")])
+def test_bad_parameters_named(param, value):
+    X, y = _stream(20, 2)
+    est = KONSRegressor(**{param: value})
+    with pytest.raises(ValueError, match=param if param != "kernel" else "precomputed"):
+        est.fit(X, y)
+
+
+def test_classifier_protocol_errors():
+    X, y = _stream(20, 2)
+    yc = (y > 0).astype(int)
+    with pytest.raises(ValueError, match="classes must be passed"):
+        KONSClassifier().partial_fit(X, yc)
+    with pytest.raises(ValueError, match="loss"):
+        KONSClassifier(loss="hinge").fit(X, yc)
+    with pytest.raises(ValueError, match="1 class"):
+        KONSClassifier().fit(X, np.zeros(20))
+
+
+def test_predict_proba_logistic():
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(200, 2))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int) + (X[:, 0] > 1)
+    clf = KONSClassifier(loss="logistic", gamma_reg=0.1, random_state=0).fit(X, y)
+    P = clf.predict_proba(X)
+    np.testing.assert_allclose(P.sum(1), 1.0)
+    np.testing.assert_array_equal(clf.classes_[P.argmax(1)], clf.predict(X))
+    assert clf.score(X, y) > 0.85
+    assert not hasattr(KONSClassifier(loss="squared_hinge"), "predict_proba")
+
+
+def test_single_sample_stream_matches_batch():
+    X, y = _stream(120, 3)
+    a = KONSRegressor(gamma_reg=0.1, random_state=0)
+    for i in range(120):
+        a.partial_fit(X[i:i + 1], y[i:i + 1])
+    b = KONSRegressor(gamma_reg=0.1, random_state=0).fit(X, y)
+    np.testing.assert_allclose(a.predict(X), b.predict(X), atol=1e-10)
+    assert a.n_seen_ == 120
+
+
+# ----------------------------------------------------------------- ecosystem
+def test_pipeline_and_grid_search():
+    rng = np.random.default_rng(10)
+    X = rng.normal(size=(200, 2)) * [1, 100]
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=200)
+    pipe = make_pipeline(StandardScaler(), KONSRegressor(gamma_reg=0.05, random_state=0))
+    gs = GridSearchCV(pipe, {"konsregressor__alpha": [0.01, 1e3]}, cv=3).fit(X, y)
+    assert gs.best_params_["konsregressor__alpha"] == 0.01
+    assert gs.best_score_ > 0.5
+
+
+def test_dask_ml_incremental():
+    dask_ml = pytest.importorskip("dask_ml.wrappers")
+    da = pytest.importorskip("dask.array")
+    X, y = _stream(400, 3)
+    Xd, yd = da.from_array(X, chunks=100), da.from_array(y, chunks=100)
+    inc = dask_ml.Incremental(KONSRegressor(gamma_reg=0.1, random_state=0),
+                              shuffle_blocks=False).fit(Xd, yd)
+    ref = KONSRegressor(gamma_reg=0.1, random_state=0).fit(X, y)
+    np.testing.assert_allclose(inc.estimator_.predict(X), ref.predict(X), atol=1e-10)
+
+
+def test_river_adapter():
+    pytest.importorskip("river")
+    X, y = _stream(80, 2)
+    model = RiverKONS(KONSRegressor(gamma_reg=0.1, random_state=0))
+    preds = []
+    for row, target in zip(X, y, strict=False):
+        x = {"b": row[1], "a": row[0]}
+        preds.append(model.predict_one(x))
+        model.learn_one(x, target)
+    ref = KONSRegressor(gamma_reg=0.1, random_state=0).partial_fit_predict(X[:, [1, 0]], y)
+    np.testing.assert_allclose(preds[1:], ref[1:], atol=1e-10)
+    clf = RiverKONS(KONSClassifier(loss="logistic", random_state=0), classes=[0, 1])
+    for row, target in zip(X, y > 0, strict=False):
+        clf.learn_one({"a": row[0]}, int(target))
+    assert set(clf.predict_proba_one({"a": 0.3})) == {0, 1}
+    with pytest.raises(ValueError, match="classes"):
+        RiverKONS(KONSClassifier())
+
+
+def test_loops_modules_share_signature():
+    import inspect
+
+    assert (list(inspect.signature(_loops.run_chunk).parameters)
+            == list(inspect.signature(_loops_numba.run_chunk.py_func).parameters))
+
+
+@parametrize_with_checks([KONSRegressor(random_state=0),
+                          KONSClassifier(random_state=0, gamma_reg=0.1)])
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+def test_clone_keeps_params():
+    est = KONSClassifier(loss="logistic", method="pros-n-kons", memory=7)
+    assert clone(est).get_params() == est.get_params()
