@@ -3,6 +3,7 @@
 from ._config import config_context, get_config, set_config
 from .eigenpro import EigenProClassifier, EigenProRegressor
 from .leverage import SQUEAK, INKEstimate, RLSNystroem, effective_dimension, ridge_leverage_scores
+from .online import KONSClassifier, KONSRegressor
 from .ridge import KernelRidge, KernelRidgeClassifier, NTKRidge, NTKRidgeClassifier
 from .thinning import KernelThinning, kernel_thinning
 
@@ -14,5 +15,6 @@ __all__ = [
     "EigenProRegressor", "EigenProClassifier",
     "ridge_leverage_scores", "effective_dimension", "SQUEAK", "INKEstimate", "RLSNystroem",
     "KernelThinning", "kernel_thinning",
+    "KONSRegressor", "KONSClassifier",
     "__version__",
 ]
