@@ -74,7 +74,7 @@ def test_stkr_prop_equals_dense_closed_form(transform, params, s, solver):
 def test_blockwise_and_cached_kernel_agree_with_closed_form(cache_size):
     # cache_size=0: every product is recomputed blockwise by the engine (no N x N matrix)
     X, y, y_semi, lab = _data(n=80)
-    est = STKRRegressor("polynomial", power=2, gamma=0.3, beta=1e-3, cache_size=cache_size,
+    est = STKRRegressor("polynomial", power=2, kernel="rbf", gamma=0.3, beta=1e-3, cache_size=cache_size,
                         **TIGHT).fit(X, y_semi)
     _close(est.transduction_, _closed_form(rbf_kernel(X, gamma=0.3), lab, y, 1e-3,
                                            lambda m: m**2))
@@ -84,7 +84,7 @@ def test_lanczos_top_eigenvalue_path():
     # above DENSE_EIG the top eigenvalue comes from Lanczos on products only
     n = _operator.DENSE_EIG + 50
     X, y, y_semi, lab = _data(n=n, n_lab=30, seed=3)
-    est = STKRRegressor("inverse_laplacian", eta=0.8, gamma=0.5, beta=1e-3, random_state=0,
+    est = STKRRegressor("inverse_laplacian", eta=0.8, kernel="rbf", gamma=0.5, beta=1e-3, random_state=0,
                         **TIGHT).fit(X, y_semi)
     G = rbf_kernel(X, gamma=0.5)
     assert est.lambda_max_ == pytest.approx(np.linalg.eigvalsh(G)[-1], rel=1e-11)
@@ -96,7 +96,7 @@ def test_precomputed_equals_kernel_and_multioutput():
     Y = np.c_[y, np.cos(X[:, 1])]
     Y_semi = np.where(np.isnan(y_semi)[:, None], np.nan, Y)
     G = rbf_kernel(X, gamma=0.5)
-    a = STKRRegressor("polynomial", power=2, gamma=0.5, **TIGHT).fit(X, Y_semi)
+    a = STKRRegressor("polynomial", power=2, kernel="rbf", gamma=0.5, **TIGHT).fit(X, Y_semi)
     b = STKRRegressor("polynomial", power=2, kernel="precomputed", **TIGHT).fit(G, Y_semi)
     assert a.transduction_.shape == (60, 2)
     _close(a.transduction_, b.transduction_)
@@ -111,7 +111,7 @@ def test_precomputed_equals_kernel_and_multioutput():
 def test_all_labeled_linear_transform_is_kernel_ridge(transform, params):
     X, y, _, _ = _data(n=50)
     beta = 2e-3
-    est = STKRRegressor(transform, gamma=0.5, beta=beta, **params, **TIGHT).fit(X, y)
+    est = STKRRegressor(transform, kernel="rbf", gamma=0.5, beta=beta, **params, **TIGHT).fit(X, y)
     krr = KernelRidge(alpha=50 * beta, kernel="rbf", gamma=0.5).fit(X, y)
     Xq = np.random.default_rng(1).standard_normal((9, 3))
     _close(est.predict(Xq), krr.predict(Xq))
@@ -120,7 +120,7 @@ def test_all_labeled_linear_transform_is_kernel_ridge(transform, params):
 
 def test_identity_is_kernel_ridge_on_labeled_rows_only():
     X, y, y_semi, lab = _data()
-    est = STKRRegressor("identity", gamma=0.5, beta=0.01).fit(X, y_semi)
+    est = STKRRegressor("identity", kernel="rbf", gamma=0.5, beta=0.01).fit(X, y_semi)
     krr = KernelRidge(alpha=lab.size * 0.01, kernel="rbf", gamma=0.5).fit(X[lab], y[lab])
     _close(est.predict(X), krr.predict(X))
 
@@ -128,7 +128,7 @@ def test_identity_is_kernel_ridge_on_labeled_rows_only():
 def test_kpca_equals_ridge_on_explicit_eigenfunctions():
     X, y, y_semi, lab = _data(n=70)
     d, beta = 8, 1e-2
-    est = STKRRegressor("kpca", n_components=d, gamma=0.5, beta=beta).fit(X, y_semi)
+    est = STKRRegressor("kpca", n_components=d, kernel="rbf", gamma=0.5, beta=beta).fit(X, y_semi)
     G = rbf_kernel(X, gamma=0.5)
     w, U = np.linalg.eigh(G)
     U, w = U[:, ::-1][:, :d], w[::-1][:d]
@@ -205,7 +205,7 @@ def test_karate_club_from_one_label_per_faction():
 # ---------------------------------------------------------------- solvers ----------------
 def test_cg_needs_fewer_products_than_richardson():
     X, y, y_semi, lab = _data(n=120, n_lab=20)
-    kw = dict(gamma=0.5, beta=1e-3, tol=1e-8, max_iter=100000)
+    kw = dict(kernel="rbf", gamma=0.5, beta=1e-3, tol=1e-8, max_iter=100000)
     for transform in ["polynomial", "inverse_laplacian"]:
         cg = STKRRegressor(transform, solver="cg", **kw).fit(X, y_semi)
         ri = STKRRegressor(transform, solver="richardson", **kw).fit(X, y_semi)
@@ -218,7 +218,7 @@ def test_convergence_warning_and_history():
     with pytest.warns(ConvergenceWarning, match="max_iter=2"):
         est = STKRRegressor(max_iter=2, tol=1e-14).fit(X, y_semi)
     assert est.n_iter_ == 2 and est.residuals_.shape == (3,)
-    est = STKRRegressor(tol=1e-10, gamma=0.5).fit(X, y_semi)
+    est = STKRRegressor(tol=1e-10).fit(X, y_semi)
     assert est.residuals_[0] == 1.0 and est.residuals_[-1] <= 1e-10
 
 
@@ -237,7 +237,7 @@ def test_classifier_one_hot_and_transduction():
     truth = np.repeat(["a", "b"], 40)
     y = np.array(truth, dtype=object)
     y[1:40], y[41:] = -1, -1
-    clf = STKRClassifier(gamma=0.5).fit(X, y)
+    clf = STKRClassifier().fit(X, y)
     assert list(clf.classes_) == ["a", "b"]
     assert np.array_equal(clf.transduction_, truth)
     assert np.array_equal(clf.predict(X), truth)
@@ -245,7 +245,7 @@ def test_classifier_one_hot_and_transduction():
     # one-vs-all on one-hot: the scores are the regressor's on the indicator columns
     Yoh = np.full((80, 2), np.nan)
     Yoh[[0, 40]] = [[1, 0], [0, 1]]
-    reg = STKRRegressor(gamma=0.5).fit(X, Yoh)
+    reg = STKRRegressor().fit(X, Yoh)
     _close(clf.decision_function(X), reg.predict(X)[:, 1] - reg.predict(X)[:, 0])
 
 
@@ -256,19 +256,19 @@ def test_score_ignores_unlabeled_rows_and_grid_search():
     y = np.full(120, -1)
     lab = np.r_[0:10, 60:70]
     y[lab] = truth[lab]
-    clf = STKRClassifier(gamma=0.5).fit(X, y)
+    clf = STKRClassifier().fit(X, y)
     assert clf.score(X, y) == pytest.approx((clf.predict(X[lab]) == truth[lab]).mean())
     cv = SemiSupervisedKFold(5, random_state=0)
     for train, test in cv.split(X, y):
         assert np.all(y[test] != -1) and np.all(np.isin(np.flatnonzero(y == -1), train))
         assert np.intersect1d(train, test).size == 0
-    search = GridSearchCV(STKRClassifier(), {"gamma": [0.1, 0.5], "eta": [0.5, 0.99]},
+    search = GridSearchCV(STKRClassifier(), {"n_neighbors": [5, 10], "eta": [0.5, 0.99]},
                           cv=cv, scoring=labeled_scorer()).fit(X, y)
     assert search.best_score_ > 0.9 and np.isfinite(search.cv_results_["mean_test_score"]).all()
     scorer = labeled_scorer("balanced_accuracy")
     assert scorer(clf, X, y) == pytest.approx(clf.score(X, y))
     yr = np.where(y == -1, np.nan, y.astype(float) + 0.3)
-    reg = STKRRegressor(gamma=0.5).fit(X, yr)
+    reg = STKRRegressor().fit(X, yr)
     assert np.isfinite(reg.score(X, yr)) and np.isnan(reg.score(X[:3], yr[[20, 21, 22]]))
 
 
@@ -331,7 +331,7 @@ def _expected_failures(est):
 
 
 @parametrize_with_checks(
-    [STKRRegressor(), STKRClassifier(), STKRRegressor(kernel="knn", n_neighbors=3),
+    [STKRRegressor(), STKRClassifier(), STKRRegressor(kernel="rbf"),
      STKRClassifier(transformation="polynomial", power=2)],
     expected_failed_checks=_expected_failures)
 def test_sklearn_compatible(estimator, check):

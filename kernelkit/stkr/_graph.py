@@ -22,6 +22,9 @@ from scipy import sparse
 from .._config import get_config
 
 _SAME = 1e-10  # squared distance below _SAME * (|x|^2 + |y|^2): the same point
+# The k-th neighbour sits exactly on the radius; Gram-product distances of the same pair
+# differ in the last bits between blocks, so radii are compared with this slack.
+_SLACK = 1.0 + 1e-9
 
 
 def _row_blocks(n_rows, n_cols):
@@ -70,7 +73,7 @@ def knn_graph(X, n_neighbors):
         d2, same = _sq_dists(X[r0:r0 + step], X, nb)
         r = _kth_positive(d2, same, n_neighbors)
         radius2[r0:r0 + step] = r
-        i, j = np.nonzero(~same & (d2 <= r[:, None]))
+        i, j = np.nonzero(~same & (d2 <= _SLACK * r[:, None]))
         rows.append(i + r0)
         cols.append(j)
     i, j = np.concatenate(rows), np.concatenate(cols)
@@ -122,7 +125,7 @@ def knn_cross_matmul(Xq, X_fit, radius2, degree, n_neighbors, theta):
     for r0 in blocks:
         d2, same = _sq_dists(Xq[r0:r0 + step], X_fit, nb)
         r = _kth_positive(d2, same, n_neighbors)
-        w = (~same & (d2 <= np.maximum(r[:, None], radius2[None, :]))).astype(np.float64)
+        w = (~same & (d2 <= _SLACK * np.maximum(r[:, None], radius2[None, :]))).astype(np.float64)
         deg = np.maximum(w.sum(axis=1), 1.0)
         out[r0:r0 + step] = 0.5 * (same @ theta + (w @ scaled) / np.sqrt(deg)[:, None])
     return out
