@@ -97,7 +97,7 @@ _ATTRS_DOC = """
         ``"kpca"`` and ``"identity"``.
     n_iter_ : int
         Solver steps taken (0 for the direct ``"kpca"`` and ``"identity"``).
-    residuals_ : ndarray of shape (n_iter_ + 1,)
+    residuals_ : ndarray of shape (`n_iter_` + 1,)
         Relative residual after each step (the convergence history).
     n_matvec_ : int
         Number of products of the base kernel matrix with a vector during ``fit``.
