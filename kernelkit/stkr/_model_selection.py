@@ -42,7 +42,7 @@ class SemiSupervisedKFold(BaseCrossValidator):
     >>> from kernelkit.stkr import SemiSupervisedKFold
     >>> y = np.array([0, 1, -1, 0, 1, -1, 0, 1])
     >>> [test.tolist() for _, test in SemiSupervisedKFold(2, random_state=0).split(y, y)]
-    [[1, 3, 6], [0, 4, 7]]
+    [[3, 4, 6], [0, 1, 7]]
     """
 
     def __init__(self, n_splits=5, *, shuffle=True, random_state=None):
