@@ -38,31 +38,36 @@ Usage::
 """
 
 import argparse
-import gzip
 import json
-import os
-import sys
 import time
 import tracemalloc
 import warnings
 from pathlib import Path
 
 import numpy as np
-from _common import write_section  # benchmarks/ is on sys.path
+from _common import (  # benchmarks/ is on sys.path
+    FMNIST_DIR,
+    MD_HEADER,
+    git_state,
+    load_average,
+    load_fashion_mnist,
+    machine_info,
+    machine_line,
+    write_section,
+)
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold
 from sklearn.semi_supervised import LabelSpreading
 
 from kernelkit import KernelRidgeClassifier
-from kernelkit.stkr import STKRClassifier, SemiSupervisedKFold, labeled_scorer
+from kernelkit.stkr import SemiSupervisedKFold, STKRClassifier, labeled_scorer
 from kernelkit.stkr._operator import dense_operator, graph_operator
 
 HERE = Path(__file__).resolve().parent
 JSON_PATH = HERE / "results_stkr.json"
 MD_PATH = HERE / "RESULTS.md"
 SECTION = "## STKR (bench_stkr.py)"
-FMNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 RATES = (0.01, 0.05, 0.10)
 STKR_GRID = {"n_neighbors": [5, 10], "eta": [0.99, 0.999]}
 LS_GRID = {"gamma": [0.1, 0.2, 0.5, 1.0, 2.0, 5.0]}
@@ -73,7 +78,7 @@ DIGITS_TARGET = {0.01: 88.0, 0.05: 96.0, 0.10: 97.0}
 
 
 def load():
-    return os.getloadavg()[0]
+    return load_average()[0]
 
 
 def draw_labels(y, rate, seed):
@@ -147,22 +152,10 @@ def part_digits(seeds, rates):
     return out
 
 
-def load_fashion(n_train):
-    arrays = []
-    for name in ["train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-                 "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"]:
-        path = next((p for p in (FMNIST_DIR / name, FMNIST_DIR / (name + ".gz")) if p.exists()),
-                    None)
-        if path is None:
-            raise SystemExit(f"Fashion-MNIST not found under {FMNIST_DIR}: apt-get install "
-                             "dataset-fashion-mnist, or run with --parts digits,solvers,scaling")
-        raw = (gzip.open if path.suffix == ".gz" else open)(path, "rb").read()
-        if "images" in name:
-            arrays.append(np.frombuffer(raw, np.uint8, offset=16).reshape(-1, 784) / 255.0)
-        else:
-            arrays.append(np.frombuffer(raw, np.uint8, offset=8).astype(np.int64))
-    Xtr, ytr, Xte, yte = arrays
-    return Xtr[:n_train], ytr[:n_train], Xte[:n_train], yte[:n_train]
+def load_fashion(n):
+    """The first ``n`` training images and the first ``n`` test images (labels as int64)."""
+    Xtr, ytr, Xte, yte = load_fashion_mnist()
+    return Xtr[:n], ytr[:n].astype(np.int64), Xte[:n], yte[:n].astype(np.int64)
 
 
 def part_fashion(seeds, rates, n):
@@ -394,15 +387,17 @@ def main():
     if "scaling" in parts:
         res["scaling"] = part_scaling([int(v) for v in args.knn_sizes.split(",")],
                                       [int(v) for v in args.dense_sizes.split(",")])
-    res["cpu_count"] = os.cpu_count()
-    res["python"] = sys.version.split()[0]
     if JSON_PATH.exists():  # parts may run in separate invocations: merge, newest wins
-        res = {**json.loads(JSON_PATH.read_text()), **{k: res[k] for k in parts if k in res},
-               "cpu_count": res["cpu_count"], "python": res["python"]}
+        res = {**json.loads(JSON_PATH.read_text()), **{k: res[k] for k in parts if k in res}}
+    res["machine"] = machine_info()
+    res["git"] = git_state()
     JSON_PATH.write_text(json.dumps(res, indent=1, default=float))
-    header = ("# kernelkit benchmark results\n\nEach section below is written by the "
-              "benchmark script named in its heading.\n")
-    write_section(MD_PATH, SECTION, header, SECTION + "\n\n" + summarize(res) + "\n")
+    intro = machine_line(res["machine"], commit=res["git"].get("commit")) + (
+        " Loads are given per part: the machine was shared with other jobs (2 cores, "
+        "1-minute load 10-16 during these runs), so times are inflated; accuracies and "
+        "step counts are not affected.")
+    write_section(MD_PATH, SECTION, MD_HEADER,
+                  SECTION + "\n\n" + intro + "\n\n" + summarize(res) + "\n")
     print(summarize(res))
 
 

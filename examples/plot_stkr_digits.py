@@ -28,7 +28,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.semi_supervised import LabelSpreading
 
 from kernelkit import KernelRidgeClassifier
-from kernelkit.stkr import STKRClassifier, SemiSupervisedKFold, labeled_scorer
+from kernelkit.stkr import SemiSupervisedKFold, STKRClassifier, labeled_scorer
 
 X, y = load_digits(return_X_y=True)
 X = X / 16.0
@@ -77,7 +77,7 @@ for rate in rates:
 # Accuracy against the label rate
 # -------------------------------
 fig, ax = plt.subplots(figsize=(6, 4))
-for (name, acc), marker in zip(results.items(), "os^"):
+for (name, acc), marker in zip(results.items(), "os^", strict=True):
     ax.plot(np.array(rates) * 100, np.array(acc) * 100, marker + "-", label=name)
 ax.set_xscale("log")
 ax.set_xticks(np.array(rates) * 100, [f"{r:.0%}" for r in rates])

@@ -11,8 +11,13 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from kernelkit import KernelRidge
-from kernelkit.stkr import STKRClassifier, STKRRegressor, SemiSupervisedKFold, labeled_scorer
-from kernelkit.stkr import _operator
+from kernelkit.stkr import (
+    SemiSupervisedKFold,
+    STKRClassifier,
+    STKRRegressor,
+    _operator,
+    labeled_scorer,
+)
 
 TIGHT = dict(tol=1e-13, max_iter=20000)
 
@@ -74,8 +79,8 @@ def test_stkr_prop_equals_dense_closed_form(transform, params, s, solver):
 def test_blockwise_and_cached_kernel_agree_with_closed_form(cache_size):
     # cache_size=0: every product is recomputed blockwise by the engine (no N x N matrix)
     X, y, y_semi, lab = _data(n=80)
-    est = STKRRegressor("polynomial", power=2, kernel="rbf", gamma=0.3, beta=1e-3, cache_size=cache_size,
-                        **TIGHT).fit(X, y_semi)
+    est = STKRRegressor("polynomial", power=2, kernel="rbf", gamma=0.3, beta=1e-3,
+                        cache_size=cache_size, **TIGHT).fit(X, y_semi)
     _close(est.transduction_, _closed_form(rbf_kernel(X, gamma=0.3), lab, y, 1e-3,
                                            lambda m: m**2))
 
@@ -84,8 +89,8 @@ def test_lanczos_top_eigenvalue_path():
     # above DENSE_EIG the top eigenvalue comes from Lanczos on products only
     n = _operator.DENSE_EIG + 50
     X, y, y_semi, lab = _data(n=n, n_lab=30, seed=3)
-    est = STKRRegressor("inverse_laplacian", eta=0.8, kernel="rbf", gamma=0.5, beta=1e-3, random_state=0,
-                        **TIGHT).fit(X, y_semi)
+    est = STKRRegressor("inverse_laplacian", eta=0.8, kernel="rbf", gamma=0.5, beta=1e-3,
+                        random_state=0, **TIGHT).fit(X, y_semi)
     G = rbf_kernel(X, gamma=0.5)
     assert est.lambda_max_ == pytest.approx(np.linalg.eigvalsh(G)[-1], rel=1e-11)
     _close(est.transduction_, _closed_form(G, lab, y, 1e-3, lambda m: m / (1 - 0.8 * m)))

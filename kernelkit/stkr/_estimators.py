@@ -8,8 +8,8 @@ import numpy as np
 from sklearn.base import ClassifierMixin, MultiOutputMixin, RegressorMixin
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import check_array
-from sklearn.utils.validation import column_or_1d
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
+from sklearn.utils.validation import column_or_1d
 
 from ._base import _STKRBase
 
@@ -293,7 +293,8 @@ class STKRClassifier(ClassifierMixin, _STKRBase):
     classes_ : ndarray of shape (n_classes,)
         The labels seen (``-1`` excluded).
     transduction_ : ndarray of shape (n_samples,)
-        Labels assigned to every training row, as :class:`~sklearn.semi_supervised.LabelSpreading`'s.
+        Labels assigned to every training row (as
+        :class:`~sklearn.semi_supervised.LabelSpreading`'s).
     {attrs}
 
     Raises
@@ -452,6 +453,7 @@ def _check_class_targets(y, n):
 
 _names = "rbf, laplacian, matern, polynomial, linear, cosine, ntk, nngp"
 for _cls in (STKRRegressor, STKRClassifier):
-    _cls.__doc__ = _cls.__doc__.replace("{params}", _PARAMS_DOC.replace("{names}", _names).strip()) \
-        .replace("{attrs}", _ATTRS_DOC.strip())
-del _cls, _names
+    _params = _PARAMS_DOC.replace("{names}", _names).strip()
+    _cls.__doc__ = _cls.__doc__.replace("{params}", _params).replace("{attrs}",
+                                                                     _ATTRS_DOC.strip())
+del _cls, _names, _params
