@@ -158,7 +158,7 @@ def load_fashion(n):
     return Xtr[:n], ytr[:n].astype(np.int64), Xte[:n], yte[:n].astype(np.int64)
 
 
-def part_fashion(seeds, rates, n):
+def part_fashion(seeds, rates, n, labelspreading=True):
     from kernelkit.kernels import resolve_kernel
 
     X, y, Xte, yte = load_fashion(n)
@@ -194,6 +194,8 @@ def part_fashion(seeds, rates, n):
             print(f"fashion {rate:.0%} seed {seed}: STKR kNN {row['stkr']:.4f} STKR rbf mu^2 "
                   f"{row['stkr_rbf_poly']:.4f} KRR {row['krr_labeled']:.4f} (STKR kNN fit "
                   f"{row['stkr_fit_s']:.1f} s) load {load():.1f}", flush=True)
+        if not labelspreading:
+            continue
         lab = draw_labels(y, rate, 0)
         t = time.perf_counter()
         ls = LabelSpreading(kernel="rbf", gamma=FASHION_GAMMA, max_iter=100).fit(X, semi(y, lab))
@@ -355,6 +357,10 @@ def main():
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--fashion-seeds", type=int, default=3)
     ap.add_argument("--parts", default="digits,fashion,solvers,scaling")
+    ap.add_argument("--fashion-rates", default="0.01,0.05,0.1",
+                    help="label rates of the Fashion-MNIST part (runs merge by rate)")
+    ap.add_argument("--no-labelspreading-fashion", action="store_true",
+                    help="skip the LabelSpreading timing fit in the Fashion-MNIST part")
     ap.add_argument("--knn-sizes", default="10000,30000,100000",
                     help="n for the kNN time-per-step measurements (part scaling)")
     ap.add_argument("--dense-sizes", default="10000,20000,40000",
@@ -381,14 +387,23 @@ def main():
     if "digits" in parts:
         res["digits"] = part_digits(args.seeds, RATES)
     if "fashion" in parts:
-        res["fashion"] = part_fashion(args.fashion_seeds, RATES, 10_000)
+        res["fashion"] = part_fashion(args.fashion_seeds,
+                                      [float(r) for r in args.fashion_rates.split(",")], 10_000,
+                                      not args.no_labelspreading_fashion)
     if "solvers" in parts:
         res["solvers"] = part_solvers(10_000 if fashion_ok else 0)
     if "scaling" in parts:
         res["scaling"] = part_scaling([int(v) for v in args.knn_sizes.split(",")],
                                       [int(v) for v in args.dense_sizes.split(",")])
     if JSON_PATH.exists():  # parts may run in separate invocations: merge, newest wins
-        res = {**json.loads(JSON_PATH.read_text()), **{k: res[k] for k in parts if k in res}}
+        old = json.loads(JSON_PATH.read_text())
+        if "fashion" in res and "fashion" in old:  # Fashion-MNIST rates may run separately
+            rates = {r["rate"] for r in res["fashion"]["runs"]}
+            for key in ("runs", "labelspreading"):
+                res["fashion"][key] = sorted(
+                    [r for r in old["fashion"].get(key, []) if r["rate"] not in rates]
+                    + res["fashion"][key], key=lambda r: r["rate"])
+        res = {**old, **{k: res[k] for k in parts if k in res}}
     res["machine"] = machine_info()
     res["git"] = git_state()
     JSON_PATH.write_text(json.dumps(res, indent=1, default=float))

@@ -210,6 +210,7 @@ class STKRRegressor(MultiOutputMixin, RegressorMixin, _STKRBase):
         Returns
         -------
         self : object
+            The fitted estimator.
 
         Raises
         ------
@@ -249,6 +250,7 @@ class STKRRegressor(MultiOutputMixin, RegressorMixin, _STKRBase):
         Returns
         -------
         y_pred : ndarray of shape (n_queries,) or (n_queries, n_targets), float64
+            Predictions at the rows of ``X``.
         """
         out = self._decision(X)
         return out[:, 0] if self._single_target else out
@@ -259,8 +261,11 @@ class STKRRegressor(MultiOutputMixin, RegressorMixin, _STKRBase):
         Parameters
         ----------
         X : array-like of shape (n_queries, n_features)
+            Query rows.
         y : array-like of shape (n_queries,) or (n_queries, n_targets)
+            Targets; NaN rows are skipped.
         sample_weight : array-like of shape (n_queries,), default=None
+            Weights of the rows.
 
         Returns
         -------
@@ -334,6 +339,7 @@ class STKRClassifier(ClassifierMixin, _STKRBase):
         Returns
         -------
         self : object
+            The fitted estimator.
 
         Raises
         ------
@@ -362,10 +368,12 @@ class STKRClassifier(ClassifierMixin, _STKRBase):
         Parameters
         ----------
         X : array-like of shape (n_queries, n_features)
+            Query rows.
 
         Returns
         -------
         scores : ndarray of shape (n_queries,) for two classes, else (n_queries, n_classes)
+            One-vs-all regression scores.
         """
         s = self._decision(X)
         if self.classes_.size == 2:
@@ -378,10 +386,12 @@ class STKRClassifier(ClassifierMixin, _STKRBase):
         Parameters
         ----------
         X : array-like of shape (n_queries, n_features)
+            Query rows.
 
         Returns
         -------
         y_pred : ndarray of shape (n_queries,)
+            Class with the largest score.
         """
         s = self._decision(X)
         return self.classes_[s.argmax(axis=1)]
@@ -392,8 +402,11 @@ class STKRClassifier(ClassifierMixin, _STKRBase):
         Parameters
         ----------
         X : array-like of shape (n_queries, n_features)
+            Query rows.
         y : array-like of shape (n_queries,)
+            True labels; rows with ``-1`` are skipped.
         sample_weight : array-like of shape (n_queries,), default=None
+            Weights of the rows.
 
         Returns
         -------

@@ -31,6 +31,7 @@ class SemiSupervisedKFold(BaseCrossValidator):
     Parameters
     ----------
     n_splits : int >= 2, default=5
+        Number of folds of the labeled rows.
     shuffle : bool, default=True
         Shuffle the labeled rows before splitting.
     random_state : int, RandomState instance or None, default=None
@@ -61,6 +62,7 @@ class SemiSupervisedKFold(BaseCrossValidator):
         Returns
         -------
         n_splits : int
+            ``n_splits``.
         """
         return int(self.n_splits)
 
