@@ -1,0 +1,161 @@
+"""Shared fit / predict of the STKR estimators: validation, base kernel, transformation, solve."""
+
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ..backend import resolve_backend
+from ..kernels import is_precomputed, resolve_kernel
+from ..utils._linalg import solve_ridge
+from ..utils._validation import check_scalar_param
+from ..utils._verbose import Progress, check_verbose
+from . import _graph, _operator, _solvers
+
+TRANSFORMS = ("polynomial", "inverse_laplacian", "kpca", "identity")
+SOLVERS = ("cg", "richardson")
+
+
+def _is_knn(kernel):
+    return isinstance(kernel, str) and kernel == "knn"
+
+
+class _STKRBase(BaseEstimator):
+    """Fit/predict machinery; subclasses encode targets and name the outputs."""
+
+    def _check_params(self):
+        if not isinstance(self.transformation, str) or self.transformation not in TRANSFORMS:
+            raise ValueError(f"transformation must be one of {TRANSFORMS}, got "
+                             f"{self.transformation!r}.")
+        if not isinstance(self.solver, str) or self.solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}.")
+        check_scalar_param(self.beta, "beta", low=0.0)
+        check_scalar_param(self.tol, "tol", low=0.0)
+        check_scalar_param(self.max_iter, "max_iter", low=1, low_inclusive=True, integer=True)
+        check_scalar_param(self.cache_size, "cache_size", low=0.0, low_inclusive=True)
+        check_verbose(self.verbose)
+        if _is_knn(self.kernel):
+            check_scalar_param(self.n_neighbors, "n_neighbors", low=1, low_inclusive=True,
+                               integer=True)
+        if self.transformation == "polynomial":
+            return self._coefs()
+        if self.transformation == "inverse_laplacian":
+            eta = self.eta
+            if isinstance(eta, bool) or not isinstance(eta, Real) or not 0 <= eta < 1:
+                raise ValueError(
+                    "eta must be a number in [0, 1) for transformation='inverse_laplacian' "
+                    "(s(mu)^-1 = mu^-1 - eta on eigenvalues mu scaled to [0, 1]: eta >= 1 "
+                    f"makes the transformed kernel infinite or indefinite), got {eta!r}.")
+        if self.transformation == "kpca":
+            check_scalar_param(self.n_components, "n_components", low=1, low_inclusive=True,
+                               integer=True)
+        return None
+
+    def _coefs(self):
+        if self.coefs is None:
+            p = self.power
+            if isinstance(p, bool) or not isinstance(p, Integral) or p < 1:
+                raise ValueError(f"power must be an integer >= 1 (s(mu) = mu^power), got {p!r}.")
+            c = np.zeros(int(p))
+            c[-1] = 1.0
+            return c
+        c = np.asarray(self.coefs, dtype=np.float64) if not isinstance(self.coefs, str) \
+            else np.array([np.nan])
+        if c.ndim != 1 or c.size < 1 or not np.all(np.isfinite(c)) or np.any(c < 0) \
+                or not np.any(c > 0):
+            raise ValueError("coefs must be a 1-D array (pi_1, ..., pi_q) of finite "
+                             "non-negative numbers, not all zero (s(mu) = sum_p pi_p mu^p), "
+                             f"got {self.coefs!r}.")
+        return c
+
+    # -- base kernel --------------------------------------------------------------------
+    def _train_operator(self, X):
+        if _is_knn(self.kernel):
+            W, self.knn_radius2_ = _graph.knn_graph(X, int(self.n_neighbors))
+            K, self.knn_degree_ = _graph.knn_kernel(W)
+            return _operator.graph_operator(K)
+        if is_precomputed(self.kernel):
+            if X.shape[0] != X.shape[1]:
+                raise ValueError(f"kernel='precomputed' needs a square X (the kernel matrix "
+                                 f"of all training points), got shape {X.shape}.")
+            if not np.allclose(X, X.T, rtol=1e-8, atol=1e-12 * np.abs(X).max()):
+                raise ValueError("kernel='precomputed' needs a symmetric kernel matrix X.")
+            return _operator.precomputed_operator(X)
+        op = resolve_kernel(self.kernel, self.gamma, self.degree, self.coef0,
+                            self.kernel_params, n_features=X.shape[1], backend=self.backend_)
+        return _operator.dense_operator(op, X, float(self.cache_size) * 2**20)
+
+    def _cross(self, X, theta):
+        """``k(X, X_fit_) @ theta``: the inductive predictor."""
+        if is_precomputed(self.kernel):
+            if X.shape[1] != self.n_features_in_:
+                raise ValueError(f"kernel='precomputed' needs X of shape (n_queries, "
+                                 f"{self.n_features_in_}) (kernel values against the "
+                                 f"training points), got {X.shape}.")
+            return X @ theta
+        if _is_knn(self.kernel):
+            return _graph.knn_cross_matmul(X, self.X_fit_, self.knn_radius2_,
+                                           self.knn_degree_, int(self.n_neighbors), theta)
+        op = resolve_kernel(self.kernel, self.gamma, self.degree, self.coef0,
+                            self.kernel_params, n_features=self.n_features_in_,
+                            backend=self.backend_)
+        return np.asarray(op.engine.to_host(op.matmul(X, self.X_fit_, theta)), np.float64)
+
+    # -- fit ----------------------------------------------------------------------------
+    def _fit_targets(self, X, Y, labeled):
+        """Fit on validated float64 ``X`` and targets ``Y`` (n_labeled, n_targets)."""
+        coefs = self._check_params()
+        self.backend_ = "numpy" if (_is_knn(self.kernel) or is_precomputed(self.kernel)) \
+            else resolve_backend(self.backend, X)
+        progress = Progress(self, check_verbose(self.verbose))
+        G = self._train_operator(X)
+        ridge = labeled.size * float(self.beta)
+        monitor = _solvers._Monitor(progress, f"{self.transformation}/{self.solver}",
+                                    float(self.tol), int(self.max_iter))
+        kw = dict(solver=self.solver, tol=float(self.tol), max_iter=int(self.max_iter),
+                  monitor=monitor)
+        self.lambda_max_ = None
+        if self.transformation == "identity":
+            alpha = solve_ridge(G.block(labeled), Y, ridge)
+            theta = np.zeros((X.shape[0], Y.shape[1]))
+            theta[labeled] = alpha
+            fitted, self.n_iter_ = G(theta), 0
+        elif self.transformation == "kpca":
+            theta, fitted, self.n_components_ = _solvers.solve_kpca(
+                G, int(self.n_components), labeled, Y, ridge, self.random_state)
+            self.n_iter_ = 0
+        else:
+            lam1 = G.top_eigenvalue(self.random_state)
+            if not lam1 > 0:
+                raise ValueError("the base kernel matrix has no positive eigenvalue; check "
+                                 "the kernel and its parameters.")
+            self.lambda_max_ = lam1
+            if self.transformation == "polynomial":
+                theta, fitted, self.n_iter_ = _solvers.solve_polynomial(
+                    G, lam1, coefs, labeled, Y, ridge, **kw)
+            else:
+                theta, fitted, self.n_iter_ = _solvers.solve_inverse_laplacian(
+                    G, lam1, float(self.eta), labeled, Y, ridge, **kw)
+        self.residuals_ = np.asarray(monitor.history)
+        self.n_matvec_ = G.n_matvec
+        progress(f"fit ({self.transformation}, {self.solver})", n_iter=self.n_iter_,
+                 matvecs=G.n_matvec)
+        self.dual_coef_ = theta
+        self.X_fit_ = X
+        self.labeled_indices_ = labeled
+        return fitted
+
+    def _validate_X(self, X, reset):
+        return validate_data(self, X, reset=reset, dtype=np.float64,
+                             ensure_min_samples=2 if reset else 1)
+
+    def _decision(self, X):
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        return self._cross(X, self.dual_coef_)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = is_precomputed(self.kernel)
+        return tags

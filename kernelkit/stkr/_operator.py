@@ -1,0 +1,107 @@
+"""The base kernel on the training points, seen only through products ``G @ W``.
+
+Three kinds, one interface (:class:`GramOperator`): a kernelkit kernel evaluated
+blockwise by its engine through :func:`kernelkit.kernels.resolve_kernel` (and cached
+as a dense matrix when it fits in ``cache_size``), a precomputed kernel matrix, and
+the sparse kNN graph kernel. STKR-Prop needs nothing else: products with ``G``, the
+small labeled block ``G[L, L]``, and a few extreme eigenpairs.
+"""
+
+import warnings
+
+import numpy as np
+from scipy import linalg, sparse
+from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+
+DENSE_EIG = 400  # up to this size eigenpairs come from a dense eigendecomposition
+
+
+class GramOperator:
+    """``G`` (n_samples x n_samples, symmetric PSD) through products.
+
+    Parameters
+    ----------
+    matmul : callable
+        ``W (n, k) -> G @ W`` as a host float64 array.
+    n : int
+    block : callable
+        ``idx -> G[idx][:, idx]`` as a host float64 array.
+    top_eigenvalue : float or None
+        Known largest eigenvalue (the kNN kernel's is 1), else estimated on demand.
+    """
+
+    def __init__(self, matmul, n, block, top_eigenvalue=None):
+        self._matmul = matmul
+        self.n = n
+        self.block = block
+        self._top = top_eigenvalue
+        self.n_matvec = 0
+
+    def __call__(self, W):
+        """``G @ W`` for ``W`` of shape (n,) or (n, k)."""
+        self.n_matvec += 1 if W.ndim == 1 else W.shape[1]
+        return self._matmul(W)
+
+    def eigh(self, k, random_state):
+        """Top ``k`` eigenpairs (descending): dense for small ``n``, else Lanczos."""
+        if self.n <= DENSE_EIG or k >= self.n - 1:
+            w, V = linalg.eigh(self.block(np.arange(self.n)), check_finite=False)
+            return w[::-1][:k], V[:, ::-1][:, :k]
+        rng = np.random.default_rng(random_state)
+        op = LinearOperator((self.n, self.n), matvec=lambda v: self(np.ravel(v)),
+                            matmat=self, dtype=np.float64)
+        try:
+            w, V = eigsh(op, k=k, which="LA", tol=1e-12, v0=rng.standard_normal(self.n),
+                         ncv=min(self.n, max(2 * k + 1, 20)), maxiter=50 * self.n)
+        except ArpackNoConvergence as exc:  # keep what converged; only a scale is at stake
+            if len(exc.eigenvalues) < k:
+                raise
+            w, V = exc.eigenvalues, exc.eigenvectors
+            warnings.warn("the Lanczos eigen-solver did not fully converge; using its "
+                          "best estimates.", RuntimeWarning, stacklevel=4)
+        order = np.argsort(w)[::-1]
+        return w[order], V[:, order]
+
+    def top_eigenvalue(self, random_state):
+        """Largest eigenvalue of ``G`` (the unit of the spectral transform)."""
+        if self._top is None:
+            self._top = float(self.eigh(1, random_state)[0][0])
+        return self._top
+
+
+def dense_operator(op, X, cache_bytes):
+    """A kernelkit kernel on the training points ``X`` (``op``: a ``KernelOperator``)."""
+    n = X.shape[0]
+
+    def block(idx):
+        return op.block_host(X[idx])
+
+    if 8.0 * n * n <= cache_bytes:  # the dense matrix fits: compute it once, by row blocks
+        G = np.empty((n, n))
+        step = max(1, int(2**27 // (8 * n)))
+        for r0 in range(0, n, step):
+            G[r0:r0 + step] = op.block_host(X[r0:r0 + step], X)
+        return precomputed_operator(G)
+
+    def matmul(W):
+        return np.asarray(op.engine.to_host(op.matmul(X, X, W)), dtype=np.float64)
+
+    return GramOperator(matmul, n, block)
+
+
+def precomputed_operator(G):
+    """A kernel matrix given in full (dense or scipy.sparse)."""
+    if sparse.issparse(G):
+        def block(idx):
+            return G[idx][:, idx].toarray()
+    else:
+        def block(idx):
+            return G[np.ix_(idx, idx)]
+    return GramOperator(lambda W: np.asarray(G @ W, dtype=np.float64), G.shape[0], block)
+
+
+def graph_operator(K):
+    """The sparse kNN kernel (top eigenvalue exactly 1)."""
+    op = precomputed_operator(K)
+    op._top = 1.0
+    return op

@@ -1,0 +1,242 @@
+"""STKR-Prop: the STKR solutions through products with the base kernel matrix only.
+
+Notation (Zhai et al., ICLR 2024, Sec. 4). ``G`` is the base kernel matrix of all
+``N = n + m`` training points, ``lam1`` its largest eigenvalue and ``A = G / lam1``
+(eigenvalues in ``[0, 1]``); ``L`` the ``n`` labeled rows, ``E`` the embedding of
+``R^n`` into ``R^N`` by zero-filling the unlabeled rows, ``D = E E^T``. The
+transformed kernel matrix is ``G_s = lam1 s(A) = G s~(A)`` with ``s~(mu) = s(mu) / mu``,
+and STKR is kernel ridge with it on the labeled rows::
+
+    (G_s[L, L] + n beta I) alpha = y,   theta = s~(A) E alpha,   f(x) = k(x, X) theta
+
+so that ``f`` at a new point needs only kernel evaluations ``k(x, X)`` (the inductive
+predictor of the paper's Sec. 4). Nothing here forms ``s(A)`` or an inverse.
+
+* Polynomial ``s(mu) = sum_p pi_p mu^p`` (Algorithm 1, STKR-Prop): ``G_s E alpha`` by
+  Horner's rule, ``q`` products with ``G`` per step; the system in ``alpha`` is
+  symmetric positive definite, solved by conjugate gradients (``solver="cg"``) or by
+  the paper's Richardson iteration (``solver="richardson"``).
+* Inverse Laplacian ``s(mu)^-1 = mu^-1 - eta`` (Algorithm 2): with
+  ``Q = I - eta A``, ``theta = Q^-1 E alpha`` solves the single system
+  ``T theta = E y``, ``T = D G + n beta Q`` (its labeled rows are the ridge equations,
+  its unlabeled rows ``(Q theta)_U = 0``), one product with ``G`` per step. ``T`` is
+  not symmetric but ``G T = G D G + n beta G Q`` is: ``T`` is self-adjoint and positive
+  in the ``G`` inner product, where conjugate gradients apply with one product per
+  step (the products ``G r`` and ``G p`` follow by recurrence); Richardson iterates on
+  ``T`` directly. Both stop on the ``G``-norm of the residual, the norm in which the
+  predictions ``G theta`` converge (directions ``G`` does not see do not change ``f``).
+"""
+
+import warnings
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+
+class _Monitor:
+    """Relative residuals, progress lines and the convergence warning of one solve."""
+
+    def __init__(self, progress, name, tol, max_iter):
+        self.progress, self.name = progress, name
+        self.tol, self.max_iter = tol, max_iter
+        self.history = []
+
+    def done(self, k, res):
+        res = float(np.max(res))
+        self.history.append(res)
+        self.progress(self.name, k, self.max_iter, level=2, residual=res)
+        return res <= self.tol
+
+    def finish(self, converged):
+        if not converged:
+            warnings.warn(
+                f"STKR-Prop ({self.name}) did not reach tol={self.tol:g} in max_iter="
+                f"{self.max_iter} iterations (relative residual {self.history[-1]:.3g}); "
+                "increase max_iter, use solver='cg', or increase beta.",
+                ConvergenceWarning, stacklevel=4)
+        return len(self.history) - 1
+
+
+def _cg(apply, b, tol, max_iter, monitor):
+    """Conjugate gradients on the SPD ``apply``, columnwise, from zero."""
+    x = np.zeros_like(b)
+    r, p = b.copy(), b.copy()
+    bnorm = np.maximum(np.linalg.norm(b, axis=0), np.finfo(float).tiny)
+    rs = np.sum(r * r, axis=0)
+    converged = monitor.done(0, np.sqrt(rs) / bnorm)
+    k = 0
+    while not converged and k < max_iter:
+        k += 1
+        Ap = apply(p)
+        pAp = np.sum(p * Ap, axis=0)
+        a = np.divide(rs, pAp, out=np.zeros_like(rs), where=pAp > 0)
+        x += a * p
+        r -= a * Ap
+        rs_new = np.sum(r * r, axis=0)
+        converged = monitor.done(k, np.sqrt(rs_new) / bnorm)
+        p = r + np.divide(rs_new, rs, out=np.zeros_like(rs), where=rs > 0) * p
+        rs = rs_new
+    return x, converged
+
+
+def _richardson(apply, b, step, tol, max_iter, monitor):
+    """``x <- x + step (b - apply(x))`` from zero (the paper's iteration)."""
+    x = np.zeros_like(b)
+    bnorm = np.maximum(np.linalg.norm(b, axis=0), np.finfo(float).tiny)
+    r = b.copy()
+    converged = monitor.done(0, np.ones(b.shape[1]))
+    k = 0
+    while not converged and k < max_iter:
+        k += 1
+        x += step * r
+        r = b - apply(x)
+        converged = monitor.done(k, np.linalg.norm(r, axis=0) / bnorm)
+    return x, converged
+
+
+def _horner(G, lam1, coefs, V):
+    """``s~(A) V`` for ``s~(mu) = sum_p coefs[p-1] mu^(p-1)`` (``q - 1`` products)."""
+    u = coefs[-1] * V
+    for c in coefs[-2::-1]:
+        u = G(u) / lam1 + c * V
+    return u
+
+
+def solve_polynomial(G, lam1, coefs, labeled, Y, ridge, *, solver, tol, max_iter, monitor):
+    """STKR-Prop for ``s(mu) = sum_p coefs[p-1] mu^p`` (coefficients >= 0).
+
+    Parameters
+    ----------
+    G : GramOperator
+    lam1 : float
+        Largest eigenvalue of ``G``.
+    coefs : ndarray of shape (q,)
+    labeled : ndarray of int, shape (n,)
+    Y : ndarray of shape (n, n_targets)
+    ridge : float
+        ``n * beta``.
+    solver : {"cg", "richardson"}
+    tol : float
+        Relative residual ``||M alpha - y|| / ||y||`` to stop at.
+    max_iter : int
+    monitor : _Monitor
+
+    Returns
+    -------
+    theta : ndarray of shape (N, n_targets)
+        Coefficients of the inductive predictor ``f(x) = k(x, X) theta``.
+    fitted : ndarray of shape (N, n_targets)
+        ``G theta``: the predictions at every training point.
+    n_iter : int
+    """
+    N = G.n
+
+    def embed(V):
+        out = np.zeros((N, V.shape[1]))
+        out[labeled] = V
+        return out
+
+    def apply(V):  # (G_s[L, L] + ridge I) V: q products with G
+        return G(_horner(G, lam1, coefs, embed(V)))[labeled] + ridge * V
+
+    if solver == "cg":
+        alpha, ok = _cg(apply, Y, tol, max_iter, monitor)
+    else:
+        # eigenvalues of G_s[L, L] lie in [0, s(1) lambda_max(G[L, L])] (A^p <= A on [0, 1])
+        top = float(np.sum(coefs)) * _top_labeled(G, labeled)
+        alpha, ok = _richardson(apply, Y, 2.0 / (top + 2.0 * ridge), tol, max_iter, monitor)
+    n_iter = monitor.finish(ok)
+    theta = _horner(G, lam1, coefs, embed(alpha))
+    return theta, G(theta), n_iter
+
+
+def solve_inverse_laplacian(G, lam1, eta, labeled, Y, ridge, *, solver, tol, max_iter,
+                            monitor):
+    """STKR-Prop for the inverse Laplacian ``s(mu) = mu / (1 - eta mu)``, ``0 <= eta < 1``.
+
+    Parameters and returns as :func:`solve_polynomial`; the residual is measured in
+    the ``G`` norm, ``||E y - T theta||_G / ||E y||_G``.
+    """
+    N = G.n
+    d = np.zeros((N, 1))
+    d[labeled] = 1.0
+    b = np.zeros((N, Y.shape[1]))
+    b[labeled] = Y
+    c = eta / lam1
+
+    def T_from(V, GV):  # T V given G V: no product
+        return d * GV + ridge * (V - c * GV)
+
+    Gb = G(b)
+    bnorm = np.sqrt(np.maximum(np.sum(b * Gb, axis=0), np.finfo(float).tiny))
+    theta = np.zeros_like(b)
+    r, Gr = b.copy(), Gb.copy()
+    rho = np.sum(r * Gr, axis=0)
+    converged = monitor.done(0, np.sqrt(np.maximum(rho, 0)) / bnorm)
+    k = 0
+    if solver == "cg":  # CG in the G inner product: one product per step
+        p, Gp = r.copy(), Gr.copy()
+        while not converged and k < max_iter:
+            k += 1
+            Tp = T_from(p, Gp)
+            pTp = np.sum(Gp * Tp, axis=0)
+            a = np.divide(rho, pTp, out=np.zeros_like(rho), where=pTp > 0)
+            GTp = G(Tp)
+            theta += a * p
+            r -= a * Tp
+            Gr -= a * GTp
+            rho_new = np.sum(r * Gr, axis=0)
+            converged = monitor.done(k, np.sqrt(np.maximum(rho_new, 0)) / bnorm)
+            beta = np.divide(rho_new, rho, out=np.zeros_like(rho), where=rho > 0)
+            p = r + beta * p
+            Gp = Gr + beta * Gp
+            rho = rho_new
+    else:
+        # G-Rayleigh quotients of T lie in [ridge (1 - eta), lambda_max(G[L, L]) + ridge]
+        step = 2.0 / (_top_labeled(G, labeled) + ridge * (2.0 - eta))
+        while not converged and k < max_iter:
+            k += 1
+            theta += step * r
+            Tr = T_from(r, Gr)
+            r -= step * Tr
+            Gr = G(r)
+            converged = monitor.done(k, np.sqrt(np.maximum(np.sum(r * Gr, 0), 0)) / bnorm)
+    n_iter = monitor.finish(converged)
+    return theta, G(theta), n_iter
+
+
+def _top_labeled(G, labeled):
+    block = G.block(labeled)
+    return float(np.linalg.eigvalsh(block)[-1]) if block.size else 0.0
+
+
+def solve_kpca(G, n_components, labeled, Y, ridge, random_state):
+    """Ridge on the top ``n_components`` kernel-PCA eigenfunctions of all points.
+
+    The empirical eigenfunctions, normalised in ``L2`` of the empirical distribution,
+    are ``psi_i(x) = sqrt(N) k(x, X) u_i / sigma_i`` for the eigenpairs
+    ``(sigma_i, u_i)`` of ``G`` (so ``psi_i(x_j) = sqrt(N) u_ij``); the ridge
+    ``w = (Psi_L^T Psi_L + n beta I)^-1 Psi_L^T y`` gives ``theta = U diag(sqrt(N) /
+    sigma) w``. Eigenvalues below ``1e-10 sigma_1`` are dropped with a warning.
+
+    Returns
+    -------
+    theta, fitted : ndarray of shape (N, n_targets)
+    n_kept : int
+        Number of eigenfunctions used.
+    """
+    N = G.n
+    sigma, U = G.eigh(n_components, random_state)
+    keep = sigma > 1e-10 * max(float(sigma[0]), 0.0)
+    if not np.all(keep):
+        warnings.warn(f"n_components={n_components} exceeds the numerical rank of the "
+                      f"kernel matrix; using the top {int(keep.sum())} eigenfunctions.",
+                      RuntimeWarning, stacklevel=3)
+        sigma, U = sigma[keep], U[:, keep]
+    if sigma.size == 0:
+        raise ValueError("the kernel matrix is numerically zero: no kernel-PCA component.")
+    Psi = np.sqrt(N) * U
+    PL = Psi[labeled]
+    w = np.linalg.solve(PL.T @ PL + ridge * np.eye(PL.shape[1]), PL.T @ Y)
+    theta = U @ (np.sqrt(N) / sigma[:, None] * w)
+    return theta, Psi @ w, sigma.size
