@@ -5,6 +5,7 @@ from .eigenpro import EigenProClassifier, EigenProRegressor
 from .leverage import SQUEAK, INKEstimate, RLSNystroem, effective_dimension, ridge_leverage_scores
 from .online import KONSClassifier, KONSRegressor
 from .ridge import KernelRidge, KernelRidgeClassifier, NTKRidge, NTKRidgeClassifier
+from .stkr import STKRClassifier, STKRRegressor
 from .thinning import KernelThinning, kernel_thinning
 
 __version__ = "0.1.0.dev0"
@@ -16,5 +17,6 @@ __all__ = [
     "ridge_leverage_scores", "effective_dimension", "SQUEAK", "INKEstimate", "RLSNystroem",
     "KernelThinning", "kernel_thinning",
     "KONSRegressor", "KONSClassifier",
+    "STKRRegressor", "STKRClassifier",
     "__version__",
 ]
