@@ -36,3 +36,22 @@ def single_blas_thread():
             if _state["depth"] == 0:
                 _state["limiter"].restore_original_limits()
                 _state["limiter"] = None
+
+
+# Below this size a dense eigen/solve/product runs on one BLAS thread: a second
+# OpenBLAS thread gains little there and stalls badly whenever a core is busy
+# (the 2,000-point Nyström eigh; a 1,797 x 1,797 eigh: 0.44 s on one thread, 17 s on two with a busy core).
+SMALL_PROBLEM = 2500
+
+
+def blas_threads_for(n):
+    """Context choosing BLAS threads for work of size ``n`` (a matrix order).
+
+    One thread (:func:`single_blas_thread`) when ``n < SMALL_PROBLEM``; otherwise the
+    BLAS default is left unchanged.
+    """
+    if n < SMALL_PROBLEM:
+        return single_blas_thread()
+    from contextlib import nullcontext
+
+    return nullcontext()
