@@ -33,7 +33,7 @@ class _BaseEigenPro(BaseEstimator):
     def __init__(self, *, n_centers=None, kernel="rbf", gamma=None, degree=3, coef0=1,
                  kernel_params=None, alpha=0.0, n_components="auto", subsample_size="auto",
                  batch_size="auto", eta="auto", damping=0.95, max_iter=10, tol=1e-3,
-                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=2,
+                 early_stopping="auto", validation_fraction=0.1, n_iter_no_change=2,
                  algorithm="auto", projection_period="auto", projection_max_iter=1,
                  cache_size="auto", dtype="float32", client=None, backend=None,
                  random_state=None, verbose=0):
@@ -129,11 +129,16 @@ class _BaseEigenPro(BaseEstimator):
                 type(self.client).__module__.split(".")[0] != "distributed":
             raise ValueError(f"client must be None, a dask.distributed.Client or a scheduler "
                              f"address string, got {self.client!r}.")
-        if not isinstance(self.early_stopping, (bool, np.bool_)):
-            raise ValueError(f"early_stopping must be a bool, got {self.early_stopping!r}.")
+        if not (isinstance(self.early_stopping, (bool, np.bool_)) or
+                (isinstance(self.early_stopping, str) and self.early_stopping == "auto")):
+            raise ValueError(f"early_stopping must be 'auto' or a bool, got "
+                             f"{self.early_stopping!r}.")
+        # "auto": the held-out rule whenever there is a rule at all (tol given)
+        p["early_stopping"] = bool(self.tol is not None if self.early_stopping == "auto"
+                                   else self.early_stopping)
         return p
 
-    def _centers(self, X_train, rng, dtype):
+    def _centers(self, X_train, rng, dtype, held_out=False):
         """(centers, drawn_from_data) for ``n_centers``; None centers means EigenPro 2."""
         n = X_train.shape[0]
         nc = self.n_centers
@@ -147,7 +152,7 @@ class _BaseEigenPro(BaseEstimator):
                 if p > n:
                     raise ValueError(
                         f"n_centers={p} exceeds the number of training samples ({n}"
-                        + (" after holding out validation_fraction" if self.early_stopping
+                        + (" after holding out validation_fraction" if held_out
                            else "") + "); use at most that many, a fraction in (0, 1], or "
                         "n_centers=None for EigenPro 2 (centers = training data).")
             else:
@@ -201,7 +206,8 @@ class _BaseEigenPro(BaseEstimator):
         # targets near 1e-45 and overflows near 1e39 otherwise).
         Y, y_scale = _normalise_targets(Y)
 
-        if self.early_stopping:
+        es = params["early_stopping"]
+        if es:
             n_val = int(math.ceil(params["validation_fraction"] * n_all))
             if n_val < 1 or n_all - n_val < 2:
                 raise ValueError(f"validation_fraction={self.validation_fraction} leaves "
@@ -220,7 +226,7 @@ class _BaseEigenPro(BaseEstimator):
             X_train, Y_train, X_val, Y_val = X, Y, None, None
         n = X_train.shape[0]
 
-        Z, from_data = self._centers(X_train, rng, dtype)
+        Z, from_data = self._centers(X_train, rng, dtype, es)
         on_train = Z is None
         if on_train:
             Z = np.array(X_train, dtype=dtype, order="C", copy=True)
@@ -325,7 +331,7 @@ class _BaseEigenPro(BaseEstimator):
                                         params["projection_max_iter"], batch_rng, inner_rng,
                                         dtype, period=period or 1, cache_budget=cache,
                                         evaluator=evaluator)
-            if self.early_stopping:
+            if es:
                 Xv = dev(X_val)
                 stop = StoppingRule(
                     params["tol"], params["n_iter_no_change"],
@@ -379,12 +385,12 @@ class _BaseEigenPro(BaseEstimator):
             self.projection_batch_size_ = None
             self.projection_eta_ = None
         self.loss_curve_ = [v * y_scale ** 2 for v in hist["loss_curve"]]
-        self.validation_scores_ = stop.scores if self.early_stopping else None
-        self.best_validation_score_ = stop.best_score if self.early_stopping else None
-        self.prediction_changes_ = None if self.early_stopping else stop.changes
+        self.validation_scores_ = stop.scores if es else None
+        self.best_validation_score_ = stop.best_score if es else None
+        self.prediction_changes_ = None if es else stop.changes
         self.n_iter_ = hist["n_iter"]
         if not hist["converged"]:
-            what = ("validation score improved by more than tol" if self.early_stopping else
+            what = ("validation score improved by more than tol" if es else
                     "predictions changed by more than tol (relative)")
             warnings.warn(f"EigenPro stopped after max_iter={self.max_iter} epochs while the "
                           f"{what}={self.tol} in the last {self.n_iter_no_change} epochs; "
