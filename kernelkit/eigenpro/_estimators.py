@@ -272,13 +272,16 @@ class _BaseEigenPro(BaseEstimator):
             raise ValueError("the kernel produced non-finite values on the training data; "
                              "check the kernel parameters.")
         sigma_std = A_std = None
-        if user_centers:
-            e_idx = rng.choice(n, min(n, s), replace=False)
+        # few centers (s < MIN_NYSTROM) are too small a data sample to estimate the data
+        # operator's spectrum from (one center: one point): use the generalised problem on
+        # a data sample of MIN_NYSTROM points, as for user-given centers
+        if user_centers or (not on_train and s < _ep.MIN_NYSTROM):
+            e_idx = rng.choice(n, min(n, max(s, _ep.MIN_NYSTROM)), replace=False)
             C = np.asarray(engine.to_host(evaluator.block(ZJ64, dev(X_train[e_idx], np.float64),
                                                           np.float64)), np.float64)
-            sigma, A = _ep.nystrom_eigensystem(K_JJ, q_max + 1, C)
+            sigma, A = _ep.nystrom_eigensystem(K_JJ, q_max + 2, C)
         else:
-            sigma, A = _ep.nystrom_eigensystem(K_JJ, q_max + 1)
+            sigma, A = _ep.nystrom_eigensystem(K_JJ, q_max + 2)
             sigma_std, A_std = sigma, A
 
         itemsize = dtype.itemsize
@@ -305,7 +308,7 @@ class _BaseEigenPro(BaseEstimator):
         if not epro2:
             if sigma_std is None:
                 q_in = min(s - 1, max(1, s // 3), 1000)
-                sigma_std, A_std = _ep.nystrom_eigensystem(K_JJ, q_in + 1)
+                sigma_std, A_std = _ep.nystrom_eigensystem(K_JJ, q_in + 2)
             beta_z = float(np.max(evaluator.diag(Z_dev)))
             inner = _ep.build_preconditioner(
                 xp, dtype, sigma_std, A_std, J, "auto", min(s - 1, max(1, s // 3), 1000),
@@ -336,7 +339,7 @@ class _BaseEigenPro(BaseEstimator):
                 stop = StoppingRule(
                     params["tol"], params["n_iter_no_change"],
                     lambda w: engine.to_host(op.forward(Xv, w)),
-                    lambda pred: self._validation_score(Y_val, pred * y_scale))
+                    lambda pred: self._validation_score(Y_val * y_scale, pred * y_scale))
             else:
                 Xm = dev(X_train[mon])
                 stop = StoppingRule(params["tol"], params["n_iter_no_change"],

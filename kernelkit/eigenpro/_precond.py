@@ -168,7 +168,9 @@ class Preconditioner:
                  n_max, eta_scale=1.0, top=None):
         self.J = J
         self.q = int(q)
-        self.flat = sigma.shape[0] <= self.q + 1  # nothing below lambda_1(P)
+        # nothing below lambda_1(P): the caller asks for q + 2 eigenpairs, so fewer mean
+        # the numerical rank is q + 1
+        self.flat = sigma.shape[0] <= self.q + 1
         self.sigma = sigma[: self.q + 1]
         self.beta = float(beta)
         self.top_nystrom = preconditioned_top(sigma, self.q, damping, shift)
@@ -178,7 +180,10 @@ class Preconditioner:
             batch_size = self.critical_batch
         self.batch_size = int(max(1, min(n_max, math.floor(batch_size))))
         self.n_max, self.shift = int(n_max), float(shift)
-        self.eta_scale, self.user_eta = float(eta_scale), eta is not None
+        # a flat spectrum's step (optimal for its one level) cannot overshoot: the
+        # projection's half step (PROJECTION_ETA_SCALE) would only halve each solve
+        self.eta_scale = 1.0 if self.flat else float(eta_scale)
+        self.user_eta = eta is not None
         self.auto_eta = self.step(self.batch_size, auto=True)
         self.eta = self.auto_eta if eta is None else float(eta)
         self._steps = {}

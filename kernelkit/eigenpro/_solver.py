@@ -53,6 +53,8 @@ from ._precond import (  # noqa: F401  (re-exported: the estimators use them as 
     RANK_RTOL, Preconditioner, build_preconditioner, critical_batch, measured_top,
     nystrom_eigensystem, step_size)
 
+# Smallest data sample the data preconditioner's eigenvalues are estimated from.
+MIN_NYSTROM = 500
 # A batch loss this many times that of the zero model means the iteration diverges.
 DIVERGENCE_FACTOR = 1e4
 # The inner (projection) solve takes half the EigenPro 2 step, as the EigenPro 3 code
