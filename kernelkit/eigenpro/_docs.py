@@ -67,8 +67,9 @@ default=None
         top of the spectrum slightly less than the Nyström estimates suggest, a
         margin against their error (``lambda_1(P) = lambda_{{q+1}}^rho
         lambda_1^(1 - rho)``). 1 is the undamped preconditioner.
-    max_iter : int >= 1, default=10
-        Maximum number of epochs (passes over the training data).
+    max_iter : int >= 1, default=30
+        Maximum number of epochs (passes over the training data). With the default
+        stopping rule typical fits stop after 3 to 20 epochs.
     tol : float >= 0 or None, default=1e-3
         Stopping tolerance. With early stopping (the default): stop when the
         validation score (R^2 / accuracy) has not improved by more than ``tol`` for

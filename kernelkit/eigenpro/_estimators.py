@@ -32,7 +32,7 @@ class _BaseEigenPro(BaseEstimator):
 
     def __init__(self, *, n_centers=None, kernel="rbf", gamma=None, degree=3, coef0=1,
                  kernel_params=None, alpha=0.0, n_components="auto", subsample_size="auto",
-                 batch_size="auto", eta="auto", damping=0.95, max_iter=10, tol=1e-3,
+                 batch_size="auto", eta="auto", damping=0.95, max_iter=30, tol=1e-3,
                  early_stopping="auto", validation_fraction=0.1, n_iter_no_change=2,
                  algorithm="auto", projection_period="auto", projection_max_iter=1,
                  cache_size="auto", dtype="float32", client=None, backend=None,
@@ -207,19 +207,26 @@ class _BaseEigenPro(BaseEstimator):
         Y, y_scale = _normalise_targets(Y)
 
         es = params["early_stopping"]
+        auto_es = self.early_stopping == "auto"  # too little data: the change rule instead
         if es:
             n_val = int(math.ceil(params["validation_fraction"] * n_all))
             if n_val < 1 or n_all - n_val < 2:
-                raise ValueError(f"validation_fraction={self.validation_fraction} leaves "
-                                 f"{n_val} validation and {n_all - n_val} training samples "
-                                 f"out of {n_all}; need at least 1 and 2.")
+                if not auto_es:
+                    raise ValueError(f"validation_fraction={self.validation_fraction} leaves "
+                                     f"{n_val} validation and {n_all - n_val} training "
+                                     f"samples out of {n_all}; need at least 1 and 2.")
+                es = False
+        if es:
             try:
                 tr, va = train_test_split(np.arange(n_all), test_size=n_val, random_state=rng,
                                           stratify=stratify)
             except ValueError as exc:  # stratification impossible (rare classes)
-                raise ValueError(f"cannot hold out validation_fraction="
-                                 f"{self.validation_fraction} of the data stratified by "
-                                 f"class: {exc}") from exc
+                if not auto_es:
+                    raise ValueError(f"cannot hold out validation_fraction="
+                                     f"{self.validation_fraction} of the data stratified by "
+                                     f"class: {exc}") from exc
+                es = False
+        if es:
             tr, va = np.sort(tr), np.sort(va)
             X_train, Y_train, X_val, Y_val = X[tr], Y[tr], X[va], Y[va]
         else:
