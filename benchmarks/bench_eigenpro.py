@@ -608,6 +608,9 @@ def main(argv=None):
     if args.only_d and JSON_PATH.exists():
         # keep the earlier parts' figures: only part (d) was rerun
         old = json.loads(JSON_PATH.read_text())
+        rows = {r["row"]: r for r in old.get("part_d") or []}
+        rows.update({r["row"]: r for r in res["part_d"]})  # rows run one call at a time
+        res["part_d"] = [rows[k] for k in PART_D if k in rows]
         old.update({k: res[k] for k in ("part_d", "part_d_loadavg")})
         old["part_d_timestamp"] = res["timestamp"]
         res = old

@@ -225,7 +225,8 @@ class _BaseEigenPro(BaseEstimator):
                     raise ValueError(f"cannot hold out validation_fraction="
                                      f"{self.validation_fraction} of the data stratified by "
                                      f"class: {exc}") from exc
-                es = False
+                # classes too rare to stratify: a plain split is good enough to stop on
+                tr, va = train_test_split(np.arange(n_all), test_size=n_val, random_state=rng)
         if es:
             tr, va = np.sort(tr), np.sort(va)
             X_train, Y_train, X_val, Y_val = X[tr], Y[tr], X[va], Y[va]
@@ -429,7 +430,7 @@ class _BaseEigenPro(BaseEstimator):
 
 
 class EigenProRegressor(MultiOutputMixin, RegressorMixin, _BaseEigenPro):
-    """Kernel regression by EigenPro 2 / EigenPro 3 preconditioned SGD.
+    """Kernel regression by EigenPro 2 / 3 / 4 preconditioned SGD.
 
     Fits ``f(x) = sum_j dual_coef_[j] k(x, centers_[j])`` to the squared loss with
     the EigenPro iteration, in memory linear in the number of samples: the training
@@ -519,7 +520,7 @@ class EigenProRegressor(MultiOutputMixin, RegressorMixin, _BaseEigenPro):
 
 
 class EigenProClassifier(ClassifierMixin, _BaseEigenPro):
-    """Kernel classification by EigenPro 2 / EigenPro 3 preconditioned SGD.
+    """Kernel classification by EigenPro 2 / 3 / 4 preconditioned SGD.
 
     One-vs-all regression on one-hot targets, as in the EigenPro papers: class
     ``c`` gets the target 1 on its samples and 0 elsewhere (for two classes, one

@@ -1,7 +1,7 @@
 """BLAS thread control shared by the engines and the dense solvers."""
 
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from functools import lru_cache
 
 _lock = threading.Lock()
@@ -38,9 +38,9 @@ def single_blas_thread():
                 _state["limiter"] = None
 
 
-# Below this size a dense eigen/solve/product runs on one BLAS thread: a second
-# OpenBLAS thread gains little there and stalls badly whenever a core is busy
-# (the 2,000-point Nyström eigh; a 1,797 x 1,797 eigh: 0.44 s on one thread, 17 s on two with a busy core).
+# Below this order a dense eigen/solve/product runs on one BLAS thread: a second
+# OpenBLAS thread gains little there and stalls badly whenever a core is busy (a
+# 1,797 x 1,797 eigh: 0.44 s on one thread, 17 s on two with another process busy).
 SMALL_PROBLEM = 2500
 
 
@@ -50,8 +50,4 @@ def blas_threads_for(n):
     One thread (:func:`single_blas_thread`) when ``n < SMALL_PROBLEM``; otherwise the
     BLAS default is left unchanged.
     """
-    if n < SMALL_PROBLEM:
-        return single_blas_thread()
-    from contextlib import nullcontext
-
-    return nullcontext()
+    return single_blas_thread() if n < SMALL_PROBLEM else nullcontext()
