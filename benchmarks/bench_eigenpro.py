@@ -311,7 +311,8 @@ def _synthetic(n, seed=SEED):
                         rng.standard_normal((n, d), dtype=np.float32)])
     z1, z2 = X @ w1, X @ w2
     y = (np.sin(z1) + 0.5 * z2 * np.abs(z1) + 0.1 * rng.standard_normal(n + 10_000))
-    return X[10_000:], y[10_000:].astype(np.float32), X[:10_000], y[:10_000].astype(np.float32)
+    y = y.astype(np.float32)
+    return X[10_000:], y[10_000:], X[:10_000], y[:10_000]
 
 
 def case_d(name, cfg):

@@ -57,7 +57,7 @@ for p in sizes:
 # Time per epoch (setup included) against the number of centers
 # --------------------------------------------------------------
 fig, ax = plt.subplots(figsize=(6, 4))
-for name, marker in zip(runs, "osd"):
+for name, marker in zip(runs, "osd", strict=True):
     ax.loglog(sizes, times[name], marker=marker, label=name)
 ax.set_xticks(sizes, [str(s) for s in sizes])
 ax.xaxis.set_minor_locator(plt.NullLocator())

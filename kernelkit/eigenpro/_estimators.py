@@ -19,10 +19,18 @@ from ..kernels import KernelOperator, make_kernel
 from ..utils._threads import blas_threads_for, single_blas_thread
 from ..utils._verbose import check_verbose
 from . import _solver as _ep
-from ._checks import (CACHE_MAX_MIB, _ALGORITHMS, _available_bytes, _check_choice_or_number,
-                      _check_number, _divergence_message, _normalise_targets, _rescale)
-from ._stopping import MONITOR_SIZE, StoppingRule
+from ._checks import (
+    _ALGORITHMS,
+    CACHE_MAX_MIB,
+    _available_bytes,
+    _check_choice_or_number,
+    _check_number,
+    _divergence_message,
+    _normalise_targets,
+    _rescale,
+)
 from ._docs import _ATTRS_DOC, _NOTES_DOC, _PARAMS_DOC
+from ._stopping import MONITOR_SIZE, StoppingRule
 
 __all__ = ["EigenProRegressor", "EigenProClassifier"]
 

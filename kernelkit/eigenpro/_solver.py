@@ -50,8 +50,14 @@ import numpy as np
 from .._config import get_config
 from ..utils._verbose import Progress
 from ._precond import (  # noqa: F401  (re-exported: the estimators use them as _ep.*)
-    RANK_RTOL, Preconditioner, build_preconditioner, critical_batch, measured_top,
-    nystrom_eigensystem, step_size)
+    RANK_RTOL,
+    Preconditioner,
+    build_preconditioner,
+    critical_batch,
+    measured_top,
+    nystrom_eigensystem,
+    step_size,
+)
 
 # Smallest data sample the data preconditioner's eigenvalues are estimated from.
 MIN_NYSTROM = 500
