@@ -433,7 +433,8 @@ def render_d(rows, loadavg=None):
             f"{r['n_iter']} | {per} | {r['score']:.4f} ({r['score_name']}) | "
             f"{r['peak_rss_bytes'] / 1e9:.2f} | {r['batch_size']} / {r['projection_period']} "
             f"/ {r['n_auxiliary_centers']} | {r['kernel_cached']} |")
-    for a, b in (("fm_ep3_10k", "fm_ep4_10k"), ("fm_ep3nc_10k", "fm_ep4_10k"), ("syn_ep3_2k", "syn_ep4_2k"),
+    for a, b in (("fm_ep3_10k", "fm_ep4_10k"), ("fm_ep3nc_10k", "fm_ep4_10k"),
+                 ("syn_ep3_2k", "syn_ep4_2k"),
                  ("syn_ep3_10k", "syn_ep4_10k")):
         if a in by and b in by:
             ta = np.median(by[a].get("epoch_s_scaled_to_full", by[a]["epoch_s"]))
