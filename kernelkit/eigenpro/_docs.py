@@ -39,9 +39,10 @@ default=None
         eigenvalue the Nyström points resolve (see Notes).
     subsample_size : "auto" or int >= 1, default="auto"
         ``s``, the number of Nyström points (drawn from the centers) whose kernel
-        matrix is eigendecomposed (float64). "auto": ``min(n_centers, 2000)``, or
-        4000 from 100,000 training samples on (the EigenPro 2 code uses 2000 and
-        12,000; 4000 keeps the ``O(s^3)`` setup to seconds on a CPU).
+        matrix is eigendecomposed (float64). "auto": ``n_samples / 10`` within
+        [500, 2000], or 4000 from 100,000 training samples on, at most ``n_centers``
+        (the EigenPro 2 code uses 2000 and 12,000; these keep the ``O(s^3)`` setup
+        below the cost of one pass over the data, and to seconds on a CPU).
     batch_size : "auto" or int >= 1, default="auto"
         Minibatch size ``m``. "auto": ``min(m*, m_mem)``, the critical batch size
         ``m* = beta / lambda_1(P)`` capped by the largest batch whose kernel block
