@@ -39,8 +39,9 @@ default=None
         eigenvalue the Nyström points resolve (see Notes).
     subsample_size : "auto" or int >= 1, default="auto"
         ``s``, the number of Nyström points (drawn from the centers) whose kernel
-        matrix is eigendecomposed (float64). "auto": ``n_samples / 10`` within
-        [500, 2000], or 4000 from 100,000 training samples on, at most ``n_centers``
+        matrix is eigendecomposed (float64). "auto": all training samples up to
+        2,000, then ``n_samples / 10`` within [500, 2000], and 4000 from 100,000
+        training samples on; at most ``n_centers``
         (the EigenPro 2 code uses 2000 and 12,000; these keep the ``O(s^3)`` setup
         below the cost of one pass over the data, and to seconds on a CPU).
     batch_size : "auto" or int >= 1, default="auto"

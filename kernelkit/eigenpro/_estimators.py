@@ -256,9 +256,11 @@ class _BaseEigenPro(BaseEstimator):
         s = params["subsample_size"]
         if s is None:
             # the O(s^3) Nyström eigensolve must stay small next to one pass over the
-            # data: s = n / 10 within [500, 2000] (the EigenPro 2 code's 2000 made the
-            # setup alone slower than a direct solve at n = 6,000), 4000 from 100,000 on
-            s = min(p, 4000 if n >= 100_000 else max(_ep.MIN_NYSTROM, min(2000, n // 10)))
+            # data: all points up to 2,000, then s = n / 10 within [500, 2000] (the
+            # EigenPro 2 code's 2000 made the setup alone slower than a direct solve at
+            # n = 6,000), 4000 from 100,000 on
+            s = min(p, n if n <= 2000 else 4000 if n >= 100_000
+                    else max(_ep.MIN_NYSTROM, min(2000, n // 10)))
         elif s > p:
             raise ValueError(f"subsample_size={s} exceeds the number of centers ({p}); the "
                              "Nyström points are drawn from the centers.")
