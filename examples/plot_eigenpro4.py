@@ -20,7 +20,6 @@ R^2 after one epoch is printed: the delayed projection costs no accuracy.
 """
 
 # %%
-import time
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -38,6 +37,8 @@ X_train, y_train, X_test, y_test = X[:20_000], y[:20_000], X[20_000:], y[20_000:
 # %%
 # One epoch per model, same centers, Nyström points and batches
 # -------------------------------------------------------------
+# The epoch's own time is read from the progress line (``verbose=1``), so the
+# one-off setup (the Nyström eigensolve, the kernel cache) is not counted.
 sizes = [250, 500, 1000, 2000]
 runs = {"EigenPro 4": dict(algorithm="ep4"), "EigenPro 3": dict(algorithm="ep3"),
         "EigenPro 3, no kernel cache": dict(algorithm="ep3", cache_size=0)}
@@ -45,24 +46,26 @@ times = {name: [] for name in runs}
 for p in sizes:
     for name, kw in runs.items():
         model = EigenProRegressor(n_centers=p, gamma=1.0 / d, max_iter=1, tol=None,
-                                  random_state=0, **kw)
-        t0 = time.perf_counter()
-        model.fit(X_train, y_train)
-        times[name].append(time.perf_counter() - t0)
-        print(f"{name:28s} centers={p:5d}  fit {times[name][-1]:5.2f} s  "
+                                  subsample_size=min(p, 500), random_state=0, verbose=1,
+                                  **kw)
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            model.fit(X_train, y_train)
+        times[name].append(float(re.search(r"seconds=([\d.e+-]+)", buf.getvalue())[1]))
+        print(f"{name:28s} centers={p:5d}  epoch {times[name][-1]:5.2f} s  "
               f"test R^2 {model.score(X_test, y_test):.3f}  "
               f"period {model.projection_period_}")
 
 # %%
-# Time per epoch (setup included) against the number of centers
-# --------------------------------------------------------------
+# Time per epoch against the number of centers
+# --------------------------------------------
 fig, ax = plt.subplots(figsize=(6, 4))
 for name, marker in zip(runs, "osd", strict=True):
     ax.loglog(sizes, times[name], marker=marker, label=name)
 ax.set_xticks(sizes, [str(s) for s in sizes])
 ax.xaxis.set_minor_locator(plt.NullLocator())
 ax.set_xlabel("number of centers")
-ax.set_ylabel("seconds for one epoch (fit)")
+ax.set_ylabel("seconds per epoch")
 ax.set_title("20,000 points, d = 20, one epoch")
 ax.grid(True, which="both", alpha=0.3)
 ax.legend(loc="upper left")
