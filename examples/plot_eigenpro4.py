@@ -20,6 +20,9 @@ R^2 after one epoch is printed: the delayed projection costs no accuracy.
 """
 
 # %%
+import contextlib
+import io
+import re
 
 import matplotlib.pyplot as plt
 import numpy as np
