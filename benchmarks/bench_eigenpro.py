@@ -127,7 +127,8 @@ def ep_attrs(m):
 
 
 def epoch_times(stdout):
-    return [float(t) for t in re.findall(r"^Epoch \d+/\d+: .*\(([\d.]+) s\)$", stdout, re.M)]
+    """Per-epoch seconds from the estimators' progress lines (``verbose=1``)."""
+    return [float(t) for t in re.findall(r"epoch \d+/\d+: .*seconds=([\d.e+-]+)", stdout)]
 
 
 def timed(f):
@@ -231,6 +232,8 @@ def case(name, cfg):
     import kernelkit
     from kernelkit.eigenpro import EigenProClassifier, EigenProRegressor
 
+    if name in PART_D:
+        return case_d(name, cfg)
     if name in ("ep2", "ep3"):
         Xa, ya, Xt, yt = load_fashion_mnist()
         n = cfg["n_b"]
@@ -238,7 +241,7 @@ def case(name, cfg):
             idx = np.sort(np.random.RandomState(SEED).choice(len(ya), n, replace=False))
             Xa, ya = Xa[idx], ya[idx]
         kw = dict(gamma=0.02, tol=None, random_state=SEED, verbose=1,
-                  subsample_size=cfg["subsample_b"])
+                  subsample_size=cfg["subsample_b"], algorithm=name)
         if name == "ep2":
             est = EigenProClassifier(max_iter=cfg["epochs_b2"], **kw)
         else:
@@ -254,7 +257,7 @@ def case(name, cfg):
         Xa, ya, Xt, yt = Xa[:n], yall[:n], Xa[n:], yall[n:]
         est = EigenProRegressor(n_centers=cfg["centers_c"], gamma=1.0 / d,
                                 max_iter=cfg["epochs_c"], tol=None, random_state=SEED,
-                                verbose=1)
+                                verbose=1, algorithm="ep3")
     gc.collect()
     reset = reset_peak()
     rss0 = proc_status_kib("VmRSS") * 1024
@@ -285,6 +288,182 @@ def run_case(name, quick):
     if proc.returncode != 0:
         raise RuntimeError(f"case {name} failed:\n{proc.stdout}\n{proc.stderr}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# ------------------------------------------------------------------------ part (d)
+# EigenPro 4 against EigenPro 3, and EigenPro 2 (cached kernel) against KernelRidge.
+PART_D = ("fm_ep3_10k", "fm_ep3nc_10k", "fm_ep4_10k", "fm_ep4_20k", "syn_ep3_2k", "syn_ep4_2k",
+          "syn_ep3_10k", "syn_ep4_10k", "krr_6000", "krr_20000")
+D_FULL = {"fm_epochs": 1, "fm20_epochs": 2, "syn_n": 1_000_000, "syn_ep3_n": 100_000,
+          "krr_epochs": 10}
+D_QUICK = {"fm_epochs": 1, "fm20_epochs": 1, "syn_n": 50_000, "syn_ep3_n": 10_000,
+           "krr_epochs": 3}
+TARGET_EP4_SPEEDUP, TARGET_EP4_ACC_GAP = 5.0, 0.003
+TARGET_20K_ACC, TARGET_20K_S = 0.89, 200.0
+
+
+def _synthetic(n, seed=SEED):
+    rng = np.random.default_rng(seed)
+    d = 20
+    # the same function and test set for every n (the EP3 rows use fewer points)
+    w1, w2 = rng.standard_normal(d) / np.sqrt(d), rng.standard_normal(d) / np.sqrt(d)
+    X = np.concatenate([rng.standard_normal((10_000, d), dtype=np.float32),
+                        rng.standard_normal((n, d), dtype=np.float32)])
+    z1, z2 = X @ w1, X @ w2
+    y = (np.sin(z1) + 0.5 * z2 * np.abs(z1) + 0.1 * rng.standard_normal(n + 10_000))
+    y = y.astype(np.float32)
+    return X[10_000:], y[10_000:], X[:10_000], y[:10_000]
+
+
+def case_d(name, cfg):
+    """One part-(d) row in a fresh subprocess (peak memory = this fit's)."""
+    import kernelkit
+    from kernelkit.eigenpro import EigenProClassifier, EigenProRegressor
+
+    dc = D_QUICK if cfg is QUICK else D_FULL
+    quick = cfg is QUICK
+    if name.startswith("krr_"):
+        return case_krr(int(name.split("_")[1]) // (10 if quick else 1), dc)
+    alg, size = name.split("_")[1], int(name.split("_")[2][:-1]) * 1000
+    # "ep3nc": EigenPro 3 without the kernel cache, as before this version
+    cache = 0 if alg.endswith("nc") else "auto"
+    alg = alg[:3]
+    if quick:
+        size //= 10
+    if name.startswith("fm_"):
+        Xa, ya, Xt, yt = load_fashion_mnist()
+        if quick:
+            Xa, ya = Xa[:10_000], ya[:10_000]
+        epochs = dc["fm20_epochs"] if size >= 20_000 // (10 if quick else 1) else \
+            dc["fm_epochs"]
+        est = EigenProClassifier(n_centers=size, gamma=0.02, max_iter=epochs, tol=None,
+                                 early_stopping=False, algorithm=alg, random_state=SEED,
+                                 verbose=1, cache_size=cache)
+        n_note = None
+    else:
+        n = dc["syn_ep3_n"] if alg == "ep3" else dc["syn_n"]
+        Xa, ya, Xt, yt = _synthetic(n)
+        # EigenPro 3 on 10^6 points and 10,000 centers would take hours here: it runs
+        # one epoch on the first syn_ep3_n points and its time is scaled to 10^6
+        n_note = dc["syn_n"] / n
+        est = EigenProRegressor(n_centers=size, gamma=1.0 / 20, max_iter=1, tol=None,
+                                early_stopping=False, algorithm=alg, random_state=SEED,
+                                verbose=1, cache_size=cache)
+    gc.collect()
+    reset = reset_peak()
+    buf = io.StringIO()
+    with kernelkit.config_context(working_memory=WORKING_MEMORY), warnings.catch_warnings(), \
+            contextlib.redirect_stdout(buf):
+        warnings.simplefilter("ignore")
+        t0 = time.perf_counter()
+        est.fit(Xa, ya)
+        t_fit = time.perf_counter() - t0
+        score = float(est.score(Xt, yt))
+    epochs = epoch_times(buf.getvalue())
+    out = {"row": name, "algorithm": est.algorithm_, "n_train": int(len(ya)),
+           "n_centers": int(est.centers_.shape[0]), "fit_s": t_fit, "epoch_s": epochs,
+           "score": score, "score_name": "accuracy" if name.startswith("fm_") else "R^2",
+           "peak_rss_bytes": proc_status_kib("VmHWM") * 1024, "peak_reset": reset,
+           "projection_period": est.projection_period_,
+           "n_auxiliary_centers": est.n_auxiliary_centers_,
+           "kernel_cached": bool(est.kernel_cached_), **ep_attrs(est)}
+    if n_note is not None and n_note != 1:
+        out["epoch_s_scaled_to_full"] = [t * n_note for t in epochs]
+    return out
+
+
+def case_krr(n, dc):
+    """EigenPro 2 (cached kernel) vs scikit-learn KernelRidge on n Fashion-MNIST images."""
+    from sklearn.kernel_ridge import KernelRidge
+
+    from kernelkit.eigenpro import EigenProClassifier
+
+    Xa, ya, Xt, yt = load_fashion_mnist()
+    idx = np.sort(np.random.RandomState(SEED).choice(len(ya), n, replace=False))
+    X, y = Xa[idx], ya[idx]
+    Y = np.eye(10)[y]
+    out = {"row": f"krr_{n}", "n_train": n}
+    gc.collect()
+    t0 = time.perf_counter()
+    krr = KernelRidge(alpha=1e-3, kernel="rbf", gamma=0.02).fit(X, Y)
+    out["krr_fit_s"] = time.perf_counter() - t0
+    out["krr_accuracy"] = float(np.mean(krr.predict(Xt).argmax(1) == yt))
+    del krr
+    gc.collect()
+    t0 = time.perf_counter()
+    ep = EigenProClassifier(gamma=0.02, max_iter=dc["krr_epochs"], tol=None,
+                            early_stopping=False, random_state=SEED).fit(X, y)
+    out["ep2_fit_s"] = time.perf_counter() - t0
+    out["ep2_accuracy"] = float(ep.score(Xt, yt))
+    out["ep2_epochs"], out["ep2_cached"] = ep.n_iter_, bool(ep.kernel_cached_)
+    out["speedup"] = out["krr_fit_s"] / out["ep2_fit_s"]
+    out["peak_rss_bytes"] = proc_status_kib("VmHWM") * 1024
+    return out
+
+
+def run_d(rows, quick):
+    rows = list(rows) or list(PART_D)
+    out = []
+    for name in rows:
+        print(f"(d) {name}", flush=True)
+        out.append(run_case(name, quick))
+        print(f"  {out[-1]}", flush=True)
+    return out
+
+
+def render_d(rows, loadavg=None):
+    if not rows:
+        return []
+    by = {r["row"]: r for r in rows}
+    lines = ["", "**(d) EigenPro 4 vs EigenPro 3, EigenPro 2 (cached kernel) vs KernelRidge.** "
+             "Each row in a fresh subprocess (peak = VmHWM); fixed epochs, float32, "
+             "`gamma=0.02` (Fashion-MNIST), `1/20` (synthetic). Rows not listed were not run. "
+             f"Load average after these rows: {loadavg} (2 cores shared with other jobs).",
+             "", "| row | algorithm | n | centers | epochs | time per epoch (s) | "
+             "score | peak memory (GB) | batch / period / aux centers | cached k(X, Z) |",
+             "|---|---|---:|---:|---:|---|---:|---:|---|---|"]
+    for r in rows:
+        if r["row"].startswith("krr_"):
+            continue
+        per = ", ".join(f"{t:.1f}" for t in r.get("epoch_s_scaled_to_full", r["epoch_s"]))
+        if "epoch_s_scaled_to_full" in r:
+            per += f" (first {r['n_train']:,} points, scaled)"
+        lines.append(
+            f"| {r['row']} | {r['algorithm']} | {r['n_train']:,} | {r['n_centers']:,} | "
+            f"{r['n_iter']} | {per} | {r['score']:.4f} ({r['score_name']}) | "
+            f"{r['peak_rss_bytes'] / 1e9:.2f} | {r['batch_size']} / {r['projection_period']} "
+            f"/ {r['n_auxiliary_centers']} | {r['kernel_cached']} |")
+    for a, b in (("fm_ep3_10k", "fm_ep4_10k"), ("fm_ep3nc_10k", "fm_ep4_10k"),
+                 ("syn_ep3_2k", "syn_ep4_2k"),
+                 ("syn_ep3_10k", "syn_ep4_10k")):
+        if a in by and b in by:
+            ta = np.median(by[a].get("epoch_s_scaled_to_full", by[a]["epoch_s"]))
+            tb = np.median(by[b]["epoch_s"])
+            gap = by[a]["score"] - by[b]["score"]
+            met = ""
+            if a.startswith("fm_"):
+                met = (" — target >= 5x within 0.3 points: "
+                       + fmt_met(ta / tb >= TARGET_EP4_SPEEDUP and gap <= TARGET_EP4_ACC_GAP))
+            lines.append(f"\n{b} vs {a}: EP4 {ta / tb:.1f}x faster per epoch (median), "
+                         f"score {by[b]['score']:.4f} vs {by[a]['score']:.4f}{met}.")
+    if "fm_ep4_20k" in by:
+        r = by["fm_ep4_20k"]
+        met = (r["score"] >= TARGET_20K_ACC and r["fit_s"] <= TARGET_20K_S
+               and r["peak_rss_bytes"] < TARGET_MEM_GB * 1e9)
+        lines.append(f"\nfm_ep4_20k: accuracy {r['score']:.4f} in {r['fit_s']:.0f} s, "
+                     f"{r['peak_rss_bytes'] / 1e9:.2f} GB — target >= {TARGET_20K_ACC}, "
+                     f"<= {TARGET_20K_S:g} s, < {TARGET_MEM_GB:g} GB: {fmt_met(met)}.")
+    krr = [r for r in rows if r["row"].startswith("krr_")]
+    if krr:
+        lines += ["", "| n | KernelRidge fit (s) | accuracy | EigenPro 2 fit (s) | epochs | "
+                  "accuracy | KernelRidge time / EigenPro time | never slower? |",
+                  "|---:|---:|---:|---:|---:|---:|---:|---|"]
+        for r in krr:
+            lines.append(f"| {r['n_train']:,} | {r['krr_fit_s']:.1f} | {r['krr_accuracy']:.4f} "
+                         f"| {r['ep2_fit_s']:.1f} | {r['ep2_epochs']} | "
+                         f"{r['ep2_accuracy']:.4f} | {r['speedup']:.2f}x | "
+                         f"{fmt_met(r['speedup'] >= 1.0)} |")
+    return lines
 
 
 # ------------------------------------------------------------------------ report
@@ -357,6 +536,7 @@ def render_markdown(res):
                 f"{r['setup_s']:.0f} | {per} | {r['predict_s']:.0f} | "
                 f"{r['peak_rss_bytes'] / 1e9:.2f} | {r['batch_size']} / {r['n_components']} / "
                 f"{r['eta']:.4g} | acc >= {tgt}, < {TARGET_MEM_GB:g} GB | {fmt_met(met)} |")
+    lines += render_d(res.get("part_d") or [], res.get("part_d_loadavg"))
     c = res.get("part_c")
     if c:
         per = ", ".join(f"{t:.1f}" for t in c["epoch_s"])
@@ -381,6 +561,11 @@ def main(argv=None):
     parser.add_argument("--skip-fashion-mnist", action="store_true",
                         help="run only the parts that do not need Fashion-MNIST")
     parser.add_argument("--_case", help=argparse.SUPPRESS)
+    parser.add_argument("--rows-d", nargs="*", default=None,
+                        help="part (d) rows to run (EP3 vs EP4, EP2 vs KernelRidge); no "
+                             "names: all of " + ", ".join(PART_D))
+    parser.add_argument("--only-d", action="store_true",
+                        help="run only part (d) (with --rows-d)")
     args = parser.parse_args(argv)
     cfg = QUICK if args.quick else FULL
     if args._case:
@@ -394,17 +579,24 @@ def main(argv=None):
     fm = not args.skip_fashion_mnist
     if fm:
         load_fashion_mnist()  # fail early, with the install hint, when missing
-    print("(c) synthetic, n = {:,}".format(cfg["n_c"]), flush=True)
-    res["part_c"] = run_case("synthetic", args.quick)
-    print(f"  {res['part_c']}", flush=True)
+    if not args.only_d:
+        print("(c) synthetic, n = {:,}".format(cfg["n_c"]), flush=True)
+        res["part_c"] = run_case("synthetic", args.quick)
+        print(f"  {res['part_c']}", flush=True)
     res["part_b"] = []
-    if fm:
+    if fm and not args.only_d:
         for name in ("ep2", "ep3"):
             print(f"(b) Fashion-MNIST, {name}", flush=True)
             res["part_b"].append(run_case(name, args.quick))
             print(f"  {res['part_b'][-1]}", flush=True)
+    if args.only_d:
+        fm = False
+        res["part_c"], res["part_b"] = None, []
+    if args.rows_d is not None:
+        res["part_d"] = run_d(args.rows_d, args.quick)
+        res["part_d_loadavg"] = [round(x, 2) for x in os.getloadavg()]
     res["part_a"] = []
-    for dataset in (["fashion-mnist"] if fm else []) + ["diamonds"]:
+    for dataset in (["fashion-mnist"] if fm else []) + (["diamonds"] if not args.only_d else []):
         print(f"(a) {dataset}, n = {cfg['n_a']:,}", flush=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -415,6 +607,16 @@ def main(argv=None):
     print("\n" + section)
     if args.quick:
         return
+    if args.only_d and JSON_PATH.exists():
+        # keep the earlier parts' figures: only part (d) was rerun
+        old = json.loads(JSON_PATH.read_text())
+        rows = {r["row"]: r for r in old.get("part_d") or []}
+        rows.update({r["row"]: r for r in res["part_d"]})  # rows run one call at a time
+        res["part_d"] = [rows[k] for k in PART_D if k in rows]
+        old.update({k: res[k] for k in ("part_d", "part_d_loadavg")})
+        old["part_d_timestamp"] = res["timestamp"]
+        res = old
+        section = render_markdown(res)
     JSON_PATH.write_text(json.dumps(res, indent=2, default=float) + "\n")
     write_section(MD_PATH, SECTION, MD_HEADER, section)
     print(f"wrote {JSON_PATH.relative_to(HERE.parent)} and {MD_PATH.relative_to(HERE.parent)}")

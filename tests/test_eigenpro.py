@@ -338,13 +338,18 @@ def test_convergence_warning_and_verbose(capsys):
     X, y = load_iris(return_X_y=True)
     with pytest.warns(ConvergenceWarning, match="max_iter=1"):
         EigenProClassifier(max_iter=1, random_state=0, verbose=1).fit(X, y)
-    assert "Epoch 1/1: training loss" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "[EigenProClassifier] epoch 1/1: training_loss=" in out
+    assert "validation_score=" in out
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         EigenProClassifier(max_iter=2, tol=None, random_state=0).fit(X, y)
-    m = EigenProRegressor(max_iter=50, tol=0.5, n_iter_no_change=1, random_state=0)
+    # without early stopping the rule is the relative change of the predictions
+    m = EigenProRegressor(max_iter=50, tol=0.5, n_iter_no_change=1, early_stopping=False,
+                          random_state=0)
     m.fit(X, y.astype(float))
-    assert m.n_iter_ < 50
+    assert m.n_iter_ < 50 and m.validation_scores_ is None
+    assert m.prediction_changes_[0] == np.inf and m.prediction_changes_[-1] < 0.5
 
 
 # ---------------------------------------------------------------- bad input
@@ -378,7 +383,11 @@ def test_divergence_raises_naming_the_step_size(ridge_data):
     ({"damping": 1.5}, "damping must be <= 1"),
     ({"max_iter": 0}, "max_iter must be >= 1"),
     ({"tol": -1.0}, "tol must be >= 0"),
-    ({"early_stopping": "yes"}, "early_stopping must be a bool"),
+    ({"early_stopping": "yes"}, "early_stopping must be 'auto' or a bool"),
+    ({"algorithm": "ep5"}, "algorithm must be one of"),
+    ({"algorithm": "ep2", "n_centers": 10}, "algorithm='ep2' trains the model whose centers"),
+    ({"projection_period": 0}, "projection_period must be >= 1"),
+    ({"cache_size": -1.0}, "cache_size must be >= 0"),
     ({"early_stopping": True, "validation_fraction": 1.0}, "validation_fraction must be < 1"),
     ({"n_iter_no_change": 0}, "n_iter_no_change must be >= 1"),
     ({"projection_max_iter": 0}, "projection_max_iter must be >= 1"),
@@ -439,9 +448,177 @@ def test_grid_search_and_pipeline_clone(ridge_data):
 
 
 @parametrize_with_checks([
-    EigenProRegressor(), EigenProClassifier(), EigenProRegressor(n_centers=0.5, max_iter=5),
-    EigenProClassifier(n_centers=0.6, max_iter=5), EigenProClassifier(kernel="ntk"),
-    EigenProRegressor(dtype="float64", max_iter=5),
+    EigenProRegressor(), EigenProClassifier(),
+    EigenProRegressor(n_centers=0.5, max_iter=5, tol=None),
+    EigenProClassifier(n_centers=0.6, max_iter=5, tol=None), EigenProClassifier(kernel="ntk"),
+    EigenProRegressor(dtype="float64", max_iter=5, tol=None),
 ])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+# ------------------------------------------------------------------ EigenPro 4
+def test_ep4_reaches_the_dense_center_solution(ridge_data):
+    """The target of EigenPro 3's test, with projections delayed over several steps."""
+    X, Y, Xt = ridge_data
+    X, Y = X[:500], Y[:500]
+    rng = np.random.default_rng(3)
+    Z = X[:100] + 0.3 * rng.standard_normal((100, 10))
+    k = RBF(0.1)
+    dense = k(Xt, Z) @ _nystrom_krr(X, Y, Z, k, 1.0)
+    # four stochastic steps per projection, one projection per epoch: the iterates
+    # hover around the fixed point with a spread proportional to eta (about 0.05 at
+    # eta=12.5, the full-batch test's step per point; 0.006 at an eighth of it)
+    model = EigenProRegressor(n_centers=Z, gamma=0.1, alpha=1.0, batch_size=125,
+                              eta=1.5625, algorithm="ep4", projection_period=4,
+                              projection_max_iter=10, max_iter=300, tol=None,
+                              dtype="float64", random_state=0).fit(X, Y)
+    assert model.algorithm_ == "ep4" and model.projection_period_ == 4
+    assert model.n_auxiliary_centers_ == 500 and model.n_projections_ == 300
+    assert rel(model.predict(Xt), dense) < 1e-2
+    opt = np.mean((k(X, Z) @ _nystrom_krr(X, Y, Z, k, 1.0) - Y) ** 2)
+    sgd = EigenProRegressor(n_centers=Z, gamma=0.1, alpha=1.0, max_iter=20, tol=None,
+                            dtype="float64", random_state=0).fit(X, Y)
+    assert sgd.algorithm_ == "ep4"  # the default for centers other than the data
+    assert sgd.projection_period_ == max(1, 100 // sgd.batch_size_)
+    assert np.mean((sgd.predict(X) - Y) ** 2) < 1.15 * opt
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_ep4_with_period_one_is_ep3(ridge_data, alpha):
+    X, Y, _ = ridge_data
+    common = dict(n_centers=150, gamma=0.1, alpha=alpha, max_iter=3, tol=None,
+                  dtype="float64", random_state=0, batch_size=100)
+    ep3 = EigenProRegressor(algorithm="ep3", **common).fit(X, Y)
+    ep4 = EigenProRegressor(algorithm="ep4", projection_period=1, **common).fit(X, Y)
+    assert ep3.projection_period_ == 1 and ep4.n_projections_ == 30
+    assert_allclose(ep4.dual_coef_, ep3.dual_coef_, rtol=1e-9,
+                    atol=1e-12 * np.abs(ep3.dual_coef_).max())
+    # a longer period is a different iteration
+    ep4b = EigenProRegressor(algorithm="ep4", projection_period=5, **common).fit(X, Y)
+    assert ep4b.n_projections_ == 6
+    assert not np.allclose(ep4b.dual_coef_, ep3.dual_coef_)
+
+
+@pytest.mark.parametrize("kw", [{}, {"n_centers": 200, "algorithm": "ep3"},
+                                {"n_centers": 200}, {"n_centers": 200, "alpha": 1.0}])
+def test_cached_kernel_gives_the_recomputed_iterates(ridge_data, kw):
+    X, Y, _ = ridge_data
+    common = dict(max_iter=2, tol=None, dtype="float64", random_state=0, **kw)
+    cached = EigenProRegressor(**common).fit(X, Y)
+    fresh = EigenProRegressor(cache_size=0, **common).fit(X, Y)
+    assert cached.kernel_cached_ and not fresh.kernel_cached_
+    assert_allclose(cached.dual_coef_, fresh.dual_coef_, rtol=1e-10,
+                    atol=1e-12 * np.abs(fresh.dual_coef_).max())
+
+
+def _default_fits_warn_nothing(X, y):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        for est in (EigenProClassifier(random_state=0), EigenProRegressor(random_state=0),
+                    EigenProClassifier(n_centers=300, random_state=0)):
+            est.fit(X, y)
+            assert est.n_iter_ < est.max_iter
+            assert est.validation_scores_ is not None
+
+
+def test_default_fits_meet_the_stopping_rule():
+    from sklearn.datasets import load_breast_cancer
+
+    X, y = load_digits(return_X_y=True)
+    _default_fits_warn_nothing(X / 16.0, y)
+    Xb, yb = load_breast_cancer(return_X_y=True)
+    _default_fits_warn_nothing(StandardScaler().fit_transform(Xb), yb)
+    _default_fits_warn_nothing(Xb, yb)  # unscaled features too
+
+
+@pytest.mark.slow
+def test_default_fit_on_fashion_mnist_subset_meets_the_stopping_rule():
+    import gzip
+    import os
+
+    root = "/usr/share/datasets/fashion-mnist"
+    path = os.path.join(root, "train-images-idx3-ubyte.gz")
+    if not os.path.exists(path):
+        pytest.skip("Fashion-MNIST not installed")
+    with gzip.open(path) as f:
+        X = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 784)[:20000] / 255.0
+    with gzip.open(os.path.join(root, "train-labels-idx1-ubyte.gz")) as f:
+        y = np.frombuffer(f.read(), np.uint8, offset=8)[:20000]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        clf = EigenProClassifier(n_centers=2000, random_state=0).fit(X, y)
+    assert clf.best_validation_score_ > 0.8
+
+
+# -------------------------------------------------------- degenerate data, scale
+@pytest.mark.parametrize("kw", [{}, {"n_centers": 5}, {"n_centers": 1},
+                                {"n_centers": np.zeros((1, 3))}, {"algorithm": "ep3"},
+                                {"n_centers": 7, "algorithm": "ep3"}])
+def test_identical_rows_give_the_mean(kw):
+    rng = np.random.default_rng(0)
+    y = 3 + 0.1 * rng.standard_normal(100)
+    X = np.ones((100, 3))
+    if isinstance(kw.get("n_centers"), np.ndarray):
+        X = np.zeros((100, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = EigenProRegressor(random_state=0, **kw).fit(X, y)
+    # the mean of the training part (10% held out by the default early stopping)
+    assert_allclose(m.predict(X[:2]), y.mean(), rtol=5e-3)
+    m = EigenProRegressor(random_state=0, tol=None, early_stopping=False, max_iter=3,
+                          **kw).fit(X, y)
+    assert_allclose(m.predict(X[:2]), y.mean(), rtol=1e-6)
+
+
+def test_rank_one_kernel_gives_the_least_squares_fit():
+    """Collinear rows, linear kernel: K = t t^T |v|^2; the fit is y's projection on t."""
+    rng = np.random.default_rng(1)
+    t = rng.uniform(-1, 1, 200)
+    X = np.outer(t, [1.0, -2.0, 0.5])
+    y = 2 * t + 0.1 * rng.standard_normal(200)
+    expected = t * (t @ y) / (t @ t)
+    for kw in ({}, {"n_centers": 10}, {"n_centers": 1}):
+        m = EigenProRegressor(kernel="linear", tol=None, early_stopping=False, max_iter=3,
+                              random_state=0, **kw).fit(X, y)
+        assert_allclose(m.predict(X), expected, rtol=1e-4, atol=1e-5)  # float32
+
+
+@pytest.mark.parametrize("n_centers", [None, 150])
+def test_targets_scale_freely(ridge_data, n_centers):
+    X, Y, Xt = ridge_data
+    y = Y[:, 0]
+    kw = dict(n_centers=n_centers, max_iter=2, tol=None, random_state=0)
+    ref = EigenProRegressor(**kw).fit(X, y).predict(Xt)
+    for c in (1e-30, 1e-12, 1e12, 1e30):
+        assert_allclose(EigenProRegressor(**kw).fit(X, c * y).predict(Xt) / c, ref,
+                        rtol=1e-5, atol=1e-6 * np.abs(ref).max())
+    for c in (1e-45, 1e39):  # beyond float32: a clear error, then float64 agrees
+        with pytest.raises(ValueError, match="pass dtype='float64'"):
+            EigenProRegressor(**kw).fit(X, c * y)
+        p64 = EigenProRegressor(dtype="float64", **kw).fit(X, c * y).predict(Xt) / c
+        assert_allclose(p64, ref, rtol=1e-4, atol=1e-5 * np.abs(ref).max())
+
+
+def test_one_center_is_the_one_center_least_squares_fit():
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((80, 3))
+    y = rng.standard_normal(80)
+    z = np.array([[0.1, -0.2, 0.3]])
+    kxz = RBF(0.2)(X, z)[:, 0]
+    a = (kxz @ y) / (kxz @ kxz)
+    m = EigenProRegressor(n_centers=z, gamma=0.2, tol=None, early_stopping=False,
+                          max_iter=40, dtype="float64", random_state=0).fit(X, y)
+    assert_allclose(m.dual_coef_, [a], rtol=2e-2)
+
+
+def test_divergence_message_with_automatic_eta_never_says_pass_a_smaller_eta():
+    from types import SimpleNamespace
+
+    from kernelkit.eigenpro._checks import _divergence_message
+
+    P = SimpleNamespace(eta=2.0, batch_size=10, auto_eta=2.0, user_eta=False)
+    msg = _divergence_message(ArithmeticError("the training loss became inf"), P)
+    assert "smaller eta" not in msg and "subsample_size" in msg
+    P.user_eta = True
+    assert "pass a smaller eta" in _divergence_message(ArithmeticError("x"), P)

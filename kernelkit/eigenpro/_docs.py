@@ -3,10 +3,11 @@
 _PARAMS_DOC = """
     n_centers : None, int, float or array-like of shape (n_centers, n_features), \
 default=None
-        The model's centers. None: **EigenPro 2**, the centers are the training
-        points. An int: **EigenPro 3** on that many training points drawn at random;
-        a float in (0, 1]: that fraction of the training points; an array: EigenPro 3
-        on these centers exactly (``centers_`` equals them, cast to ``dtype``).
+        The model's centers. None: the training points (**EigenPro 2** by default).
+        An int: that many training points drawn at random; a float in (0, 1]: that
+        fraction of the training points; an array: these centers exactly
+        (``centers_`` equals them, cast to ``dtype``); trained by **EigenPro 4** by
+        default (see ``algorithm``).
     kernel : str, Kernel or callable, default="rbf"
         A name ({names}), a :class:`kernelkit.kernels.Kernel` (e.g.
         ``NTK(depth=3)``; its parameters are tunable as ``kernel__<name>``) or a
@@ -38,9 +39,11 @@ default=None
         eigenvalue the Nyström points resolve (see Notes).
     subsample_size : "auto" or int >= 1, default="auto"
         ``s``, the number of Nyström points (drawn from the centers) whose kernel
-        matrix is eigendecomposed (float64). "auto": ``min(n_centers, 2000)``, or
-        4000 from 100,000 training samples on (the EigenPro 2 code uses 2000 and
-        12,000; 4000 keeps the ``O(s^3)`` setup to seconds on a CPU).
+        matrix is eigendecomposed (float64). "auto": all training samples up to
+        2,000, then ``n_samples / 10`` within [500, 2000], and 4000 from 100,000
+        training samples on; at most ``n_centers``
+        (the EigenPro 2 code uses 2000 and 12,000; these keep the ``O(s^3)`` setup
+        below the cost of one pass over the data, and to seconds on a CPU).
     batch_size : "auto" or int >= 1, default="auto"
         Minibatch size ``m``. "auto": ``min(m*, m_mem)``, the critical batch size
         ``m* = beta / lambda_1(P)`` capped by the largest batch whose kernel block
@@ -66,26 +69,57 @@ default=None
         top of the spectrum slightly less than the Nyström estimates suggest, a
         margin against their error (``lambda_1(P) = lambda_{{q+1}}^rho
         lambda_1^(1 - rho)``). 1 is the undamped preconditioner.
-    max_iter : int >= 1, default=10
-        Maximum number of epochs (passes over the training data).
-    tol : float >= 0 or None, default=1e-4
-        Stopping tolerance: training stops when, for ``n_iter_no_change``
-        consecutive epochs, the epoch's training loss has not decreased by more than
-        ``tol`` times the best loss so far (relative, so scale-free) or, with
-        ``early_stopping``, the validation score has not increased by more than
-        ``tol``. None: always run ``max_iter`` epochs.
-    early_stopping : bool, default=False
+    max_iter : int >= 1, default=30
+        Maximum number of epochs (passes over the training data). With the default
+        stopping rule typical fits stop after 3 to 20 epochs.
+    tol : float >= 0 or None, default=1e-3
+        Stopping tolerance. With early stopping (the default): stop when the
+        validation score (R^2 / accuracy) has not improved by more than ``tol`` for
+        ``n_iter_no_change`` consecutive epochs. Without: stop when the relative
+        change of the predictions on a fixed sample of 1,000 training points between
+        consecutive epochs, ``||F_t - F_(t-1)|| / ||F_t||``, stays below ``tol`` for
+        ``n_iter_no_change`` epochs (scale-free; with stochastic batches it rarely
+        falls below a few percent, the noise of the steps). The training loss is no
+        stopping signal: an interpolating solver keeps reducing it. None: always run
+        ``max_iter`` epochs and never warn. A ``ConvergenceWarning`` is issued only
+        when the rule is not met within ``max_iter`` epochs.
+    early_stopping : "auto" or bool, default="auto"
         Hold out ``validation_fraction`` of the training data (stratified for the
-        classifier), score it after every epoch (R^2 / accuracy), stop when it no
-        longer improves and keep the coefficients of the best epoch.
+        classifier), score it after every epoch, stop when it no longer improves and
+        keep the coefficients of the best epoch (as the EigenPro papers select their
+        epoch). "auto": on unless ``tol`` is None. Pass False (with ``tol=None``) to
+        train on all points for exactly ``max_iter`` epochs, e.g. for the
+        interpolant.
     validation_fraction : float in (0, 1), default=0.1
-        Held-out fraction for ``early_stopping``.
-    n_iter_no_change : int >= 1, default=3
+        Held-out fraction for early stopping.
+    n_iter_no_change : int >= 1, default=2
         Epochs without improvement before stopping.
+    algorithm : {{"auto", "ep2", "ep3", "ep4"}}, default="auto"
+        "ep2": **EigenPro 2** (Ma & Belkin 2019), centers = training points, the
+        step updates their coefficients directly (requires ``n_centers=None``).
+        "ep3": **EigenPro 3** (Abedsoltan, Belkin & Pandit 2023), every step is
+        projected onto the centers' span (an inner solve costing ``O(n_centers^2)``
+        kernel evaluations per step). "ep4": **EigenPro 4** (Abedsoltan, Ma, Pandit
+        & Belkin 2025), the projection is delayed: batches join the model as
+        auxiliary centers and are projected every ``projection_period`` steps, so an
+        epoch costs ``O(n n_centers)`` instead of ``O(n n_centers^2 / batch_size)``.
+        "auto": "ep2" when the centers are the training points, else "ep4".
+    projection_period : "auto" or int >= 1, default="auto"
+        EigenPro 4 only: ``T``, steps between projections. "auto": the authors'
+        default, ``n_centers // batch_size_`` (the auxiliary centers grow to as many
+        points as the model has centers; ``tmp_centers_coeff=2`` in their code).
+        1 is EigenPro 3. A projection also ends every epoch.
     projection_max_iter : int >= 1, default=1
-        EigenPro 3 only: epochs of the inner EigenPro 2 solve on the centers that
-        projects each step (the EigenPro 3 code runs up to 2). Larger is a more
-        exact projection at ``O(n_centers^2)`` kernel evaluations per epoch each.
+        EigenPro 3 / 4: epochs of the inner EigenPro 2 solve on the centers that
+        projects (the EigenPro 3 code runs up to 2, EigenPro 4's one). Larger is a
+        more exact projection at ``O(n_centers^2)`` kernel evaluations per epoch each.
+    cache_size : "auto" or float >= 0, default="auto"
+        MiB for kernel blocks kept for the whole fit: ``k(X, centers)`` (EigenPro 2:
+        the ``n x n`` kernel matrix) is computed once and reused every epoch when it
+        fits, then ``k(centers, centers)`` for the projection; the iterates are
+        those of recomputing. "auto": half the memory available when ``fit``
+        starts, at most 4096. 0 disables the cache (local runs only; never with
+        ``client``).
     dtype : {{"float32", "float64"}}, default="float32"
         Precision of the iteration (centers, coefficients, kernel blocks): float32,
         as in the papers, halves the memory; the eigendecomposition is always
@@ -104,7 +138,8 @@ default=None
         Seeds the centers (int ``n_centers``), the Nyström subsample, the batches and
         the validation split. Pass an int for reproducible results.
     verbose : int, default=0
-        Print the training loss (and validation score) after every epoch."""
+        1: one line per epoch (training loss, validation score or prediction change,
+        seconds) through :class:`kernelkit.utils._verbose.Progress`."""
 
 _ATTRS_DOC = """
     centers_ : ndarray of shape (n_centers, n_features), ``dtype``
@@ -135,8 +170,19 @@ _ATTRS_DOC = """
         ``n b / ((n - 1) top_eigenvalue_ + b)`` with ``b = beta_ + alpha`` (the batch
         at which the linear-scaling step reaches the stability limit, for batches
         drawn without replacement).
+    algorithm_ : {"ep2", "ep3", "ep4"}
+        The iteration used.
+    projection_period_ : int or None
+        Steps between projections (1 for EigenPro 3, None for EigenPro 2).
+    n_auxiliary_centers_ : int or None
+        EigenPro 4: the most auxiliary centers held between projections,
+        ``projection_period_ * batch_size_``.
+    n_projections_ : int or None
+        EigenPro 4: projections performed.
+    kernel_cached_ : bool
+        Whether ``k(X, centers)`` was kept for the whole fit (``cache_size``).
     projection_n_components_, projection_batch_size_, projection_eta_ : int, int, float
-        The same, chosen automatically, for EigenPro 3's inner projection solve on the
+        The same, chosen automatically, for the inner projection solve on the
         centers (None for EigenPro 2). The inner step is half the EigenPro 2 formula,
         as in the EigenPro 3 code: the inexact projection then never exceeds the exact
         one along any direction, so it cannot enlarge the outer step.
@@ -144,9 +190,12 @@ _ATTRS_DOC = """
         Per epoch, the mean over its batches of the squared error (averaged over
         outputs) measured before each step.
     validation_scores_ : list of float or None
-        Per epoch, the validation score (``early_stopping`` only).
+        Per epoch, the validation score (early stopping only).
     best_validation_score_ : float or None
-        Best validation score (``early_stopping`` only).
+        Best validation score (early stopping only).
+    prediction_changes_ : list of float or None
+        Without early stopping: per epoch, the relative change of the predictions
+        on the monitored training sample (inf for the first).
     n_iter_ : int
         Epochs run.
     backend_ : str
@@ -175,6 +224,22 @@ _NOTES_DOC = """
     ``alpha > 0`` the ridge gradient ``alpha/n f`` is projected along with the data
     gradient (the inner solve starts from ``-alpha/n dual_coef_``), so the fixed
     point is exactly ``argmin ||K(X, Z) a - y||^2 + alpha a^T K(Z, Z) a``.
+    EigenPro 4 runs the same step as an exact functional update: the batch joins
+    the model as auxiliary centers with ``-eta r / m``, the correction stays on the
+    Nyström points, and their values on the centers accumulate in ``h``; every
+    ``projection_period_`` steps ``dual_coef_ += K(Z, Z)^-1 h`` (the same inner
+    solve; the ridge decay of ``dual_coef_`` goes through it, so the fixed point is
+    the same) and the auxiliary centers are dropped. With one step per period it is
+    EigenPro 3 (Abedsoltan, Ma, Pandit & Belkin 2025, Algorithm EigenPro 4).
+
+    **Scale and degenerate data.** The iteration runs on ``y / s`` (``s`` the RMS of
+    ``y``) and the coefficients are scaled back, so ``y`` and ``c y`` give the same
+    model up to rounding; a scale whose coefficients leave ``dtype``'s normal range
+    raises a ``ValueError`` suggesting ``dtype='float64'``. When the kernel has
+    numerical rank ``n_components_ + 1`` (e.g. identical rows: rank one), the
+    preconditioned spectrum is flat: the batch is the largest that fits and the step
+    the one optimal for that single level (the saturation formula would sit on the
+    stability limit and oscillate); identical rows then give the mean of ``y``.
 
     **Automatic values.** ``n_components`` is the smallest ``q`` whose critical
     batch reaches the target batch (the memory-bound batch, at most
@@ -183,9 +248,11 @@ _NOTES_DOC = """
     bound)`` and ``eta`` from the formula, so the default run stays in the
     linear-scaling regime, a factor 2 inside the stability limit.
 
-    **Memory.** The ``n x n_centers`` kernel matrix is never formed: a step holds
-    one ``batch_size x n_centers`` block (sized to ``working_memory``; EigenPro 3
-    also keeps ``k(Z_J, Z)``, ``s x n_centers``, when it fits there) and the setup
+    **Memory.** The ``n x n_centers`` kernel matrix is formed only when it fits
+    ``cache_size`` (then once per fit); otherwise a step holds one
+    ``batch_size x n_centers`` block (sized to ``working_memory``; EigenPro 3 / 4
+    also keep ``k(Z_J, Z)``, ``s x n_centers``, when it fits there; EigenPro 4 the
+    auxiliary centers, ``n_auxiliary_centers_ x (d + outputs)``) and the setup
     three ``s x s`` float64 matrices (the Nyström kernel matrix and the blocks that
     measure ``lambda_1(P)``); the rest is ``O((n + n_centers + s) d)``: the training
     data (cast to ``dtype``), the centers and the coefficients.
@@ -194,7 +261,9 @@ _NOTES_DOC = """
     ``eta``) raises a ``ValueError`` naming the step size; NaN predictions are
     never returned.
 
-    References: S. Ma and M. Belkin, "Kernel machines that adapt to GPUs for
+    References: A. Abedsoltan, S. Ma, P. Pandit and M. Belkin, "Fast training of
+    large kernel models with delayed projections", NeurIPS 2025 (arXiv 2411.16658);
+    S. Ma and M. Belkin, "Kernel machines that adapt to GPUs for
     effective large batch training", MLSys 2019; A. Abedsoltan, M. Belkin and P.
     Pandit, "Toward large kernel models", ICML 2023; S. Ma and M. Belkin, "Diving
     into the shallows", NeurIPS 2017; S. Ma, R. Bassily and M. Belkin, "The power of

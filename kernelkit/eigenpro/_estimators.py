@@ -2,7 +2,6 @@
 
 import math
 import warnings
-from contextlib import nullcontext
 from numbers import Integral, Real
 
 import numpy as np
@@ -17,57 +16,34 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..backend import resolve_backend
 from ..kernels import KernelOperator, make_kernel
-from ..utils._threads import single_blas_thread
+from ..utils._threads import blas_threads_for, single_blas_thread
+from ..utils._verbose import check_verbose
 from . import _solver as _ep
+from ._checks import (
+    _ALGORITHMS,
+    CACHE_MAX_MIB,
+    _available_bytes,
+    _check_choice_or_number,
+    _check_number,
+    _divergence_message,
+    _normalise_targets,
+    _rescale,
+)
 from ._docs import _ATTRS_DOC, _NOTES_DOC, _PARAMS_DOC
+from ._stopping import MONITOR_SIZE, StoppingRule
 
 __all__ = ["EigenProRegressor", "EigenProClassifier"]
 
 _DTYPES = {"float32": np.float32, "float64": np.float64}
-
-
-def _check_choice_or_number(value, name, *, low, integer, auto="auto", low_inclusive=True,
-                            high=None):
-    """``value`` is ``auto`` (returned as None) or a number above ``low``."""
-    if isinstance(value, str) and value == auto:
-        return None
-    kind = Integral if integer else Real
-    if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value):
-        what = "an integer" if integer else "a finite real number"
-        raise ValueError(f"{name} must be {auto!r} or {what}, got {value!r}.")
-    if value < low or (value == low and not low_inclusive):
-        op = ">=" if low_inclusive else ">"
-        raise ValueError(f"{name} must be {op} {low}, got {value!r}.")
-    if high is not None and value > high:
-        raise ValueError(f"{name} must be <= {high}, got {value!r}.")
-    return int(value) if integer else float(value)
-
-
-def _check_number(value, name, *, low=None, low_inclusive=True, high=None, high_inclusive=True,
-                  integer=False, allow_none=False):
-    if value is None and allow_none:
-        return None
-    kind = Integral if integer else Real
-    if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value):
-        what = "an integer" if integer else "a finite real number"
-        extra = " or None" if allow_none else ""
-        raise ValueError(f"{name} must be {what}{extra}, got {value!r}.")
-    if low is not None and (value < low or (value == low and not low_inclusive)):
-        raise ValueError(f"{name} must be {'>=' if low_inclusive else '>'} {low}, got {value!r}.")
-    if high is not None and (value > high or (value == high and not high_inclusive)):
-        raise ValueError(f"{name} must be {'<=' if high_inclusive else '<'} {high}, "
-                         f"got {value!r}.")
-    return int(value) if integer else float(value)
-
-
 class _BaseEigenPro(BaseEstimator):
     """Shared parameters, validation, training and prediction."""
 
     def __init__(self, *, n_centers=None, kernel="rbf", gamma=None, degree=3, coef0=1,
                  kernel_params=None, alpha=0.0, n_components="auto", subsample_size="auto",
-                 batch_size="auto", eta="auto", damping=0.95, max_iter=10, tol=1e-4,
-                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=3,
-                 projection_max_iter=1, dtype="float32", client=None, backend=None,
+                 batch_size="auto", eta="auto", damping=0.95, max_iter=30, tol=1e-3,
+                 early_stopping="auto", validation_fraction=0.1, n_iter_no_change=2,
+                 algorithm="auto", projection_period="auto", projection_max_iter=1,
+                 cache_size="auto", dtype="float32", client=None, backend=None,
                  random_state=None, verbose=0):
         self.n_centers = n_centers
         self.kernel = kernel
@@ -86,7 +62,10 @@ class _BaseEigenPro(BaseEstimator):
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
+        self.algorithm = algorithm
+        self.projection_period = projection_period
         self.projection_max_iter = projection_max_iter
+        self.cache_size = cache_size
         self.dtype = dtype
         self.client = client
         self.backend = backend
@@ -143,16 +122,31 @@ class _BaseEigenPro(BaseEstimator):
                                               integer=True)
         p["projection_max_iter"] = _check_number(self.projection_max_iter,
                                                  "projection_max_iter", low=1, integer=True)
-        p["verbose"] = _check_number(self.verbose, "verbose", low=0, integer=True)
+        p["verbose"] = check_verbose(self.verbose)
+        if not isinstance(self.algorithm, str) or self.algorithm not in _ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {_ALGORITHMS}, got {self.algorithm!r}.")
+        if self.algorithm == "ep2" and self.n_centers is not None:
+            raise ValueError("algorithm='ep2' trains the model whose centers are the training "
+                             "points: pass n_centers=None, or algorithm='ep3'/'ep4' for "
+                             f"n_centers={self.n_centers!r}.")
+        p["projection_period"] = _check_choice_or_number(
+            self.projection_period, "projection_period", low=1, integer=True)
+        p["cache_size"] = _check_choice_or_number(self.cache_size, "cache_size", low=0.0,
+                                                  integer=False)
         if self.client is not None and not isinstance(self.client, str) and \
                 type(self.client).__module__.split(".")[0] != "distributed":
             raise ValueError(f"client must be None, a dask.distributed.Client or a scheduler "
                              f"address string, got {self.client!r}.")
-        if not isinstance(self.early_stopping, (bool, np.bool_)):
-            raise ValueError(f"early_stopping must be a bool, got {self.early_stopping!r}.")
+        if not (isinstance(self.early_stopping, (bool, np.bool_)) or
+                (isinstance(self.early_stopping, str) and self.early_stopping == "auto")):
+            raise ValueError(f"early_stopping must be 'auto' or a bool, got "
+                             f"{self.early_stopping!r}.")
+        # "auto": the held-out rule whenever there is a rule at all (tol given)
+        p["early_stopping"] = bool(self.tol is not None if self.early_stopping == "auto"
+                                   else self.early_stopping)
         return p
 
-    def _centers(self, X_train, rng, dtype):
+    def _centers(self, X_train, rng, dtype, held_out=False):
         """(centers, drawn_from_data) for ``n_centers``; None centers means EigenPro 2."""
         n = X_train.shape[0]
         nc = self.n_centers
@@ -166,7 +160,7 @@ class _BaseEigenPro(BaseEstimator):
                 if p > n:
                     raise ValueError(
                         f"n_centers={p} exceeds the number of training samples ({n}"
-                        + (" after holding out validation_fraction" if self.early_stopping
+                        + (" after holding out validation_fraction" if held_out
                            else "") + "); use at most that many, a fraction in (0, 1], or "
                         "n_centers=None for EigenPro 2 (centers = training data).")
             else:
@@ -215,36 +209,58 @@ class _BaseEigenPro(BaseEstimator):
         seeds = rng.randint(np.iinfo(np.int32).max, size=3)
         rng, batch_rng, inner_rng = (np.random.RandomState(sd) for sd in seeds)
         n_all = X.shape[0]
+        # Scale-free targets: the iteration runs on y / scale (scale = RMS of y), so
+        # y and c y give the same iterates whatever the dtype's range (float32 loses
+        # targets near 1e-45 and overflows near 1e39 otherwise).
+        Y, y_scale = _normalise_targets(Y)
 
-        if self.early_stopping:
+        es = params["early_stopping"]
+        auto_es = self.early_stopping == "auto"  # too little data: the change rule instead
+        if es:
             n_val = int(math.ceil(params["validation_fraction"] * n_all))
             if n_val < 1 or n_all - n_val < 2:
-                raise ValueError(f"validation_fraction={self.validation_fraction} leaves "
-                                 f"{n_val} validation and {n_all - n_val} training samples "
-                                 f"out of {n_all}; need at least 1 and 2.")
+                if not auto_es:
+                    raise ValueError(f"validation_fraction={self.validation_fraction} leaves "
+                                     f"{n_val} validation and {n_all - n_val} training "
+                                     f"samples out of {n_all}; need at least 1 and 2.")
+                es = False
+        if es:
             try:
                 tr, va = train_test_split(np.arange(n_all), test_size=n_val, random_state=rng,
                                           stratify=stratify)
             except ValueError as exc:  # stratification impossible (rare classes)
-                raise ValueError(f"cannot hold out validation_fraction="
-                                 f"{self.validation_fraction} of the data stratified by "
-                                 f"class: {exc}") from exc
+                if not auto_es:
+                    raise ValueError(f"cannot hold out validation_fraction="
+                                     f"{self.validation_fraction} of the data stratified by "
+                                     f"class: {exc}") from exc
+                # classes too rare to stratify: a plain split is good enough to stop on
+                tr, va = train_test_split(np.arange(n_all), test_size=n_val, random_state=rng)
+        if es:
             tr, va = np.sort(tr), np.sort(va)
             X_train, Y_train, X_val, Y_val = X[tr], Y[tr], X[va], Y[va]
         else:
             X_train, Y_train, X_val, Y_val = X, Y, None, None
         n = X_train.shape[0]
 
-        Z, from_data = self._centers(X_train, rng, dtype)
-        epro2 = Z is None
-        if epro2:
+        Z, from_data = self._centers(X_train, rng, dtype, es)
+        on_train = Z is None
+        if on_train:
             Z = np.array(X_train, dtype=dtype, order="C", copy=True)
+        algorithm = self.algorithm
+        if algorithm == "auto":
+            algorithm = "ep2" if on_train else "ep4"
+        epro2 = algorithm == "ep2"
         user_centers = not from_data
         p = Z.shape[0]
 
         s = params["subsample_size"]
         if s is None:
-            s = min(p, 2000 if n < 100_000 else 4000)
+            # the O(s^3) Nyström eigensolve must stay small next to one pass over the
+            # data: all points up to 2,000, then s = n / 10 within [500, 2000] (the
+            # EigenPro 2 code's 2000 made the setup alone slower than a direct solve at
+            # n = 6,000), 4000 from 100,000 on
+            s = min(p, n if n <= 2000 else 4000 if n >= 100_000
+                    else max(_ep.MIN_NYSTROM, min(2000, n // 10)))
         elif s > p:
             raise ValueError(f"subsample_size={s} exceeds the number of centers ({p}); the "
                              "Nyström points are drawn from the centers.")
@@ -277,13 +293,16 @@ class _BaseEigenPro(BaseEstimator):
             raise ValueError("the kernel produced non-finite values on the training data; "
                              "check the kernel parameters.")
         sigma_std = A_std = None
-        if user_centers:
-            e_idx = rng.choice(n, min(n, s), replace=False)
+        # few centers (s < MIN_NYSTROM) are too small a data sample to estimate the data
+        # operator's spectrum from (one center: one point): use the generalised problem on
+        # a data sample of MIN_NYSTROM points, as for user-given centers
+        if user_centers or (not on_train and s < _ep.MIN_NYSTROM):
+            e_idx = rng.choice(n, min(n, max(s, _ep.MIN_NYSTROM)), replace=False)
             C = np.asarray(engine.to_host(evaluator.block(ZJ64, dev(X_train[e_idx], np.float64),
                                                           np.float64)), np.float64)
-            sigma, A = _ep.nystrom_eigensystem(K_JJ, q_max + 1, C)
+            sigma, A = _ep.nystrom_eigensystem(K_JJ, q_max + 2, C)
         else:
-            sigma, A = _ep.nystrom_eigensystem(K_JJ, q_max + 1)
+            sigma, A = _ep.nystrom_eigensystem(K_JJ, q_max + 2)
             sigma_std, A_std = sigma, A
 
         itemsize = dtype.itemsize
@@ -310,42 +329,57 @@ class _BaseEigenPro(BaseEstimator):
         if not epro2:
             if sigma_std is None:
                 q_in = min(s - 1, max(1, s // 3), 1000)
-                sigma_std, A_std = _ep.nystrom_eigensystem(K_JJ, q_in + 1)
+                sigma_std, A_std = _ep.nystrom_eigensystem(K_JJ, q_in + 2)
             beta_z = float(np.max(evaluator.diag(Z_dev)))
             inner = _ep.build_preconditioner(
                 xp, dtype, sigma_std, A_std, J, "auto", min(s - 1, max(1, s // 3), 1000),
                 params["damping"], 0.0, beta_z, None, batch_limit, None, p, "centers",
                 eta_scale=_ep.PROJECTION_ETA_SCALE, check=check_blocks(Z, s))
 
+        period = None
+        if algorithm == "ep4":
+            # the authors' default: the auxiliary centers grow to as many points as the
+            # model has centers before each projection, T = p // m
+            period = params["projection_period"] or max(1, p // P.batch_size)
+        elif algorithm == "ep3":
+            period = 1
+        cache = params["cache_size"]
+        cache = min(CACHE_MAX_MIB * 2**20, 0.5 * _available_bytes()) if cache is None \
+            else cache * 2**20
+        # the change rule follows the predictions on a fixed training sample (drawn last:
+        # the setup's random stream is that of earlier versions)
+        mon = np.sort(rng.choice(n, min(n, MONITOR_SIZE), replace=False))
         op, owned_client = self._operator(evaluator, Z_dev, dtype)
         try:
-            solver = _ep.EigenProSolver(op, X_dev, Y_dev, P, epro2, alpha, inner,
+            solver = _ep.EigenProSolver(op, X_dev, Y_dev, P, algorithm, alpha, inner,
                                         params["projection_max_iter"], batch_rng, inner_rng,
-                                        dtype)
-            score_fn = None
-            if self.early_stopping:
-                Xv = dev(X_val)
+                                        dtype, period=period or 1, cache_budget=cache,
+                                        evaluator=evaluator)
+            # the monitored points' kernel block is kept when it fits: the rule then
+            # costs one matrix product per epoch
+            Xv = dev(X_val if es else X_train[mon])
+            Kv = _ep.cache_rows(op, Xv, cache)
 
-                def score_fn(weights):
-                    pred = np.asarray(engine.to_host(op.forward(Xv, weights)))
-                    return self._validation_score(Y_val, pred)
+            def forward(w):
+                return engine.to_host(op.forward(Xv, w) if Kv is None else Kv @ w)
+
+            stop = StoppingRule(params["tol"], params["n_iter_no_change"], forward,
+                                (lambda pred: self._validation_score(Y_val * y_scale,
+                                                                     pred * y_scale))
+                                if es else None)
 
             # the numba engine runs its blocks on its own threads, one BLAS thread each;
             # the step's small products then also take one BLAS thread (two OpenBLAS
             # threads gain nothing on them and stall whenever a core is busy)
-            blas = single_blas_thread() if self.backend_ == "numba" else nullcontext()
+            blas = single_blas_thread() if self.backend_ == "numba" else \
+                blas_threads_for(max(p, P.batch_size))
             try:
                 with blas:
-                    hist = solver.run(params["max_iter"], params["tol"],
-                                      params["n_iter_no_change"], score_fn, params["verbose"],
-                                      self.early_stopping)
+                    hist = solver.run(params["max_iter"], stop, self, params["verbose"])
             except _ep.Diverged as exc:
-                raise ValueError(
-                    f"EigenPro diverged: {exc}, with step size eta={P.eta:.6g} (batch_size="
-                    f"{P.batch_size}). The automatic step size is "
-                    f"{P.auto_eta:.6g}; pass a "
-                    "smaller eta, or eta='auto'.") from None
+                raise ValueError(_divergence_message(exc, P)) from None
             weights = np.asarray(engine.to_host(solver.weights))
+            n_projections, cached = solver.n_projections, solver.rows is not None
             solver.close()
         finally:
             op.close()
@@ -354,7 +388,12 @@ class _BaseEigenPro(BaseEstimator):
 
         # fitted attributes
         self.centers_ = Z
-        self.dual_coef_ = weights
+        self.dual_coef_ = _rescale(weights, y_scale)
+        self.algorithm_ = algorithm
+        self.projection_period_ = period
+        self.n_auxiliary_centers_ = period * P.batch_size if algorithm == "ep4" else None
+        self.n_projections_ = n_projections if algorithm == "ep4" else None
+        self.kernel_cached_ = cached
         self.n_components_ = P.q
         self.subsample_size_ = s
         self.batch_size_ = P.batch_size
@@ -371,15 +410,17 @@ class _BaseEigenPro(BaseEstimator):
             self.projection_n_components_ = None
             self.projection_batch_size_ = None
             self.projection_eta_ = None
-        self.loss_curve_ = hist["loss_curve"]
-        self.validation_scores_ = hist["validation_scores"] if self.early_stopping else None
-        self.best_validation_score_ = hist["best_validation_score"]
+        self.loss_curve_ = [v * y_scale ** 2 for v in hist["loss_curve"]]
+        self.validation_scores_ = stop.scores if es else None
+        self.best_validation_score_ = stop.best_score if es else None
+        self.prediction_changes_ = None if es else stop.changes
         self.n_iter_ = hist["n_iter"]
-        if params["tol"] is not None and not hist["converged"]:
-            warnings.warn(f"EigenPro stopped after max_iter={self.max_iter} epochs before the "
-                          + ("validation score" if self.early_stopping else "training loss")
-                          + f" stopped improving by tol={self.tol}; increase max_iter or tol.",
-                          ConvergenceWarning, stacklevel=3)
+        if not hist["converged"]:
+            what = ("validation score improved by more than tol" if es else
+                    "predictions changed by more than tol (relative)")
+            warnings.warn(f"EigenPro stopped after max_iter={self.max_iter} epochs while the "
+                          f"{what}={self.tol} in the last {self.n_iter_no_change} epochs; "
+                          "increase max_iter or tol.", ConvergenceWarning, stacklevel=3)
         return self
 
     def _decision(self, X):
@@ -404,7 +445,7 @@ class _BaseEigenPro(BaseEstimator):
 
 
 class EigenProRegressor(MultiOutputMixin, RegressorMixin, _BaseEigenPro):
-    """Kernel regression by EigenPro 2 / EigenPro 3 preconditioned SGD.
+    """Kernel regression by EigenPro 2 / 3 / 4 preconditioned SGD.
 
     Fits ``f(x) = sum_j dual_coef_[j] k(x, centers_[j])`` to the squared loss with
     the EigenPro iteration, in memory linear in the number of samples: the training
@@ -494,7 +535,7 @@ class EigenProRegressor(MultiOutputMixin, RegressorMixin, _BaseEigenPro):
 
 
 class EigenProClassifier(ClassifierMixin, _BaseEigenPro):
-    """Kernel classification by EigenPro 2 / EigenPro 3 preconditioned SGD.
+    """Kernel classification by EigenPro 2 / 3 / 4 preconditioned SGD.
 
     One-vs-all regression on one-hot targets, as in the EigenPro papers: class
     ``c`` gets the target 1 on its samples and 0 elsewhere (for two classes, one

@@ -1,4 +1,4 @@
-"""The EigenPro 2 and EigenPro 3 iterations behind :mod:`kernelkit.eigenpro`.
+"""The EigenPro 2, 3 and 4 iterations behind :mod:`kernelkit.eigenpro`.
 
 Notation (Ma & Belkin 2019; Abedsoltan, Belkin & Pandit 2023). Training data
 ``X`` (n points), targets ``Y`` (n x k), centers ``Z`` (p points; ``Z = X`` for
@@ -25,26 +25,42 @@ EigenPro 2), model ``f = sum_j alpha_j k(., z_j)``, loss
   EigenPro 2 (``Z = X``) updates those coefficients directly; EigenPro 3 evaluates
   ``P g`` on the centers, ``h = (P g)(Z)``, and projects it onto ``span K(., Z)``
   by solving ``K(Z, Z) theta = h`` with an inner EigenPro 2 run on the centers.
+* EigenPro 4 (Abedsoltan, Ma, Pandit & Belkin, NeurIPS 2025, arXiv 2411.16658)
+  delays that projection: each step adds its batch as *auxiliary centers* with
+  coefficients ``-eta r / m`` (and the correction on ``Z_J``), so the model between
+  projections is ``K(., Z) alpha + K(., X_aux) beta + K(., Z_J) gamma`` and every
+  step is an exact functional step; it accumulates the auxiliary part's values on
+  the centers, ``h``, and every ``T`` steps (and at the end of an epoch) projects
+  it, ``alpha += K(Z, Z)^-1 h`` (the inner EigenPro 2 solve), dropping the
+  auxiliary centers. The authors' default lets the auxiliary set grow to as many
+  points as the model has centers: ``T = p // m``. With ``T = 1`` it is EigenPro 3.
 
 Everything that touches all centers goes through an *operator* holding ``Z``
 (:class:`LocalOperator` here, :class:`kernelkit.distributed.DaskKernelOperator`
-on a Dask cluster), so the n x p kernel matrix is never formed: one step holds a
-``batch x p`` block.
+on a Dask cluster), so the n x p kernel matrix is formed only when it fits the
+cache budget (then once, and reused every epoch): one step holds a ``batch x p``
+block.
 """
 
 import math
 import time
-import warnings
 
 import numpy as np
-from scipy import linalg
 
 from .._config import get_config
-from ..utils._linalg import SMALL_SOLVE
-from ..utils._threads import single_blas_thread
+from ..utils._verbose import Progress
+from ._precond import (  # noqa: F401  (re-exported: the estimators use them as _ep.*)
+    RANK_RTOL,
+    Preconditioner,
+    build_preconditioner,
+    critical_batch,
+    measured_top,
+    nystrom_eigensystem,
+    step_size,
+)
 
-# Nyström eigenvalues below this fraction of the largest are rounding noise.
-RANK_RTOL = 1e-10
+# Smallest data sample the data preconditioner's eigenvalues are estimated from.
+MIN_NYSTROM = 500
 # A batch loss this many times that of the zero model means the iteration diverges.
 DIVERGENCE_FACTOR = 1e4
 # The inner (projection) solve takes half the EigenPro 2 step, as the EigenPro 3 code
@@ -139,268 +155,27 @@ class LocalOperator:
         pass
 
 
-# ------------------------------------------------------------------ preconditioner
-def nystrom_eigensystem(K_JJ, n_eig, C=None):
-    """See :func:`_nystrom_eigensystem`; one BLAS thread below ``SMALL_SOLVE`` points."""
-    if K_JJ.shape[0] < SMALL_SOLVE:
-        with single_blas_thread():
-            return _nystrom_eigensystem(K_JJ, n_eig, C)
-    return _nystrom_eigensystem(K_JJ, n_eig, C)
+def cache_rows(op, X, budget):
+    """``k(X, Z)`` in full when ``op`` is local and it fits in ``budget`` bytes, else None.
 
-
-def _nystrom_eigensystem(K_JJ, n_eig, C=None):
-    """Top eigenpairs of a kernel covariance operator restricted to ``span K(., Z_J)``.
-
-    Parameters
-    ----------
-    K_JJ : ndarray of shape (s, s), float64
-        Kernel matrix of the Nyström points ``Z_J``.
-    n_eig : int
-        Number of eigenpairs wanted (fewer are returned past the numerical rank).
-    C : ndarray of shape (s, s_e), default=None
-        ``K(Z_J, X_e)`` for a uniform data sample ``X_e``: the operator is then
-        ``1/s_e sum_{x in X_e} k(., x) (x) k(., x)`` (generalised eigenproblem
-        ``C C^T a / s_e = sigma K_JJ a``). None means ``Z_J`` itself is a uniform data
-        sample (standard Nyström: eigenpairs of ``K_JJ / s``).
-
-    Returns
-    -------
-    sigma : ndarray of shape (r,), descending, all > ``RANK_RTOL * sigma[0]``
-    A : ndarray of shape (s, r)
-        ``psi_i = K(., Z_J) A[:, i]`` are orthonormal in the RKHS.
+    Computed in row blocks of ``working_memory`` through ``op.prepare``, so each row
+    holds the values a step would compute for it.
     """
-    s = K_JJ.shape[0]
-    if C is None:
-        lo = max(0, s - n_eig)
-        lam, U = linalg.eigh(K_JJ, subset_by_index=[lo, s - 1], check_finite=False)
-        lam, U = lam[::-1], U[:, ::-1]
-        keep = lam > RANK_RTOL * max(lam[0], 0.0)
-        if not keep[0]:
-            raise ValueError("the kernel matrix of the Nyström subsample is zero; check the "
-                             "kernel parameters.")
-        lam, U = lam[keep], U[:, keep]
-        return lam / s, U / np.sqrt(lam)
-    lam, U = linalg.eigh(K_JJ, check_finite=False)
-    keep = lam > RANK_RTOL * max(lam[-1], 0.0)
-    if not np.any(keep):
-        raise ValueError("the kernel matrix of the Nyström centers is zero; check the kernel "
-                         "parameters.")
-    W = U[:, keep] / np.sqrt(lam[keep])
-    M = W.T @ C
-    G = (M @ M.T) / C.shape[1]
-    r = G.shape[0]
-    sig, Q = linalg.eigh(G, subset_by_index=[max(0, r - n_eig), r - 1], check_finite=False)
-    sig, Q = sig[::-1], Q[:, ::-1]
-    keep = sig > RANK_RTOL * max(sig[0], 0.0)
-    if not keep[0]:
-        raise ValueError("the kernel is zero on the training data; check the kernel parameters.")
-    return sig[keep], W @ Q[:, keep]
-
-
-def preconditioned_top(sigma, q, damping, shift):
-    """``lambda_1(P)``: top eigenvalue of the preconditioned operator for ``q`` components."""
-    lam = sigma + shift
-    if q == 0:
-        return float(lam[0])
-    return float(lam[q] ** damping * lam[0] ** (1.0 - damping))
-
-
-def coefficients(sigma, q, damping, shift):
-    """``c_i = 1 - ((sigma_{q+1} + mu) / (sigma_i + mu)) ** damping``, i < q."""
-    lam = sigma + shift
-    return 1.0 - (lam[q] / lam[:q]) ** damping
-
-
-def auto_components(sigma, q_max, damping, shift, beta, target_batch, n, n_subsample):
-    """Smallest ``q <= q_max`` whose critical batch reaches ``target_batch``.
-
-    This is EigenPro 2's adaptation of the kernel to the hardware: precondition just
-    enough that the largest batch the memory allows is within the linear-scaling
-    regime (Ma & Belkin 2019). Never below the Nyström resolution: ``lambda_1(P)``
-    stays >= ``beta / s`` (the EigenPro 2 code caps the batch at ``s`` likewise), since
-    ``s`` points do not resolve smaller eigenvalues and flattening to a misestimated
-    level would underestimate ``lambda_1(P)`` and overstep.
-    """
-    floor = beta / n_subsample
-    best = 0
-    for q in range(q_max + 1):
-        top = preconditioned_top(sigma, q, damping, shift)
-        if q and top < floor:
-            break
-        best = q
-        if critical_batch(n, beta, top) >= target_batch:
-            break
-    return best
-
-
-def critical_batch(n, beta, top):
-    """Critical batch size ``m*``: ``beta / lambda_1`` (Ma, Bassily & Belkin 2018).
-
-    Batches are drawn without replacement from ``n`` points, which scales the
-    gradient-noise term ``beta / m`` by ``c = (n - m) / (n - 1)``; ``m*`` solves
-    ``m = c(m) beta / lambda_1``, i.e. ``n beta / ((n - 1) lambda_1 + beta)``, which is
-    the papers' ``beta / lambda_1`` for ``n >> beta / lambda_1``.
-    """
-    if n <= 1:
-        return 1.0
-    return n * beta / ((n - 1) * top + beta)
-
-
-def step_size(m, n, beta, top, lam_min):
-    """Step size for batch size ``m`` out of ``n`` (Ma, Bassily & Belkin 2018; EigenPro 2).
-
-    With ``c = (n - m) / (n - 1)`` (sampling without replacement; 1 for ``m << n``):
-    ``m / (c beta + (m - c) lam_min)`` up to the critical batch ``m*`` (linear scaling:
-    ``m / beta`` in the papers), ``2 m / (c beta + (m - c) (lambda_1 + lam_min))``
-    beyond (saturation: ``2 m / (beta + (m - 1) lambda_1)`` in the papers). These
-    minimise the bound ``1 - 2 eta lambda + eta^2 lambda (c beta / m + (1 - c / m) lambda)``
-    on the expected contraction along an eigenvalue ``lambda`` of the preconditioned
-    operator, for the slowest direction (``lam_min``, the ridge shift) and, beyond
-    ``m*``, for the slowest and fastest together.
-    """
-    c = (n - m) / (n - 1) if n > 1 else 0.0
-    if m <= critical_batch(n, beta, top):
-        return m / (c * beta + (m - c) * lam_min)
-    return 2.0 * m / (c * beta + (m - c) * (top + lam_min))
-
-
-class Preconditioner:
-    """An EigenPro preconditioner with its step size, on the engine's device.
-
-    Attributes
-    ----------
-    J : ndarray of int, sorted
-        Center indices of the Nyström points.
-    q : int
-        Number of eigen-directions flattened.
-    sigma : ndarray (host float64)
-        Estimated top eigenvalues of the covariance operator (``q + 1`` of them).
-    beta, top, critical_batch, batch_size, eta : float / int
-    A, c : engine arrays in the compute dtype (``A`` restricted to ``q`` columns)
-    """
-
-    def __init__(self, xp, dtype, J, sigma, A, q, damping, shift, beta, batch_size, eta,
-                 n_max, eta_scale=1.0, top=None):
-        self.J = J
-        self.q = int(q)
-        self.sigma = sigma[: self.q + 1]
-        self.beta = float(beta)
-        self.top_nystrom = preconditioned_top(sigma, self.q, damping, shift)
-        self.top = self.top_nystrom if top is None else float(top)
-        self.critical_batch = critical_batch(n_max, self.beta, self.top)
-        if batch_size is None:
-            batch_size = self.critical_batch
-        self.batch_size = int(max(1, min(n_max, math.floor(batch_size))))
-        self.n_max, self.shift = int(n_max), float(shift)
-        self.eta_scale, self.user_eta = float(eta_scale), eta is not None
-        self.auto_eta = self.step(self.batch_size, auto=True)
-        self.eta = self.auto_eta if eta is None else float(eta)
-        self._steps = {}
-        self.A = xp.asarray(A[:, : self.q], dtype=dtype)
-        self.c = xp.asarray(coefficients(sigma, self.q, damping, shift), dtype=dtype)
-        self.Jx = xp.asarray(J)
-
-    def step(self, m, auto=False):
-        """Step size for a batch of ``m`` points (the last batch of an epoch may be short).
-
-        Automatic: the formula for ``m`` itself (a short batch with a full batch's step
-        per point could leave the stable range). Given ``eta``: the same step per point,
-        ``eta * m / batch_size``.
-        """
-        if not auto and self.user_eta:
-            return self.eta * m / self.batch_size
-        if auto:
-            return self.eta_scale * step_size(m, self.n_max, self.beta, self.top, self.shift)
-        if m not in self._steps:
-            self._steps[m] = self.step(m, auto=True)
-        return self._steps[m]
-
-    def direction(self, KJB_T_R):
-        """``A diag(c) A^T v``: the Nyström-point coefficients of the correction."""
-        if self.q == 0:
-            return None
-        w = self.A.T @ KJB_T_R
-        return self.A @ (self.c[:, None] * w)
-
-
-def measured_top(A, c, K_vv, K_vJ, shift):
-    """``lambda_1(P K)`` measured on a data sample ``X_v`` of ``v`` points.
-
-    On the span of ``k(., x)``, ``x`` in ``X_v``, the operator ``P K_v`` (with
-    ``K_v = 1/v sum_x k(., x) (x) k(., x)``) has the nonzero eigenvalues of the ``v x v``
-    matrix ``(K_vv - K_vJ A diag(c) A^T K_Jv) / v``. Unlike the Nyström value
-    ``lambda_{q+1}^rho lambda_1^(1 - rho)`` it sees the top eigen-directions that the
-    ``s`` Nyström points capture only in part, so the step size does not overshoot them.
-    """
-    v = K_vv.shape[0]
-    if v < SMALL_SOLVE:
-        with single_blas_thread():
-            return _measured_top(A, c, K_vv, K_vJ, shift)
-    return _measured_top(A, c, K_vv, K_vJ, shift)
-
-
-def _measured_top(A, c, K_vv, K_vJ, shift):
-    v = K_vv.shape[0]
-    B = K_vJ @ A
-    M = (K_vv - (B * c) @ B.T) / v
-    M = (M + M.T) / 2
-    try:
-        from scipy.sparse.linalg import eigsh
-
-        lam = float(eigsh(M, k=1, which="LA", return_eigenvectors=False, tol=1e-6)[0])
-    except Exception:  # ARPACK failure: dense fallback
-        lam = float(linalg.eigh(M, eigvals_only=True, subset_by_index=[v - 1, v - 1])[0])
-    return lam + shift
-
-
-def build_preconditioner(xp, dtype, sigma, A, J, n_components, q_max, damping, shift, beta,
-                         batch_size, batch_limit, eta, n_max, what, eta_scale=1.0, check=None):
-    """Choose ``q`` (auto or given), then batch size and step size, as in EigenPro 2.
-
-    ``batch_limit`` is the largest batch fitting in ``working_memory``; ``n_max`` the
-    number of points the batches are drawn from. ``check = (K_vv, K_vJ)``, kernel
-    blocks of a fresh data sample, measures ``lambda_1(P)`` (:func:`measured_top`); the
-    larger of that and the Nyström value sets the critical batch and the step. Warns
-    when a given ``n_components`` exceeds the numerical rank of the subsample's kernel
-    matrix.
-    """
-    n_subsample = len(J)
-    r = sigma.shape[0]
-    if n_components == "auto":
-        # As the EigenPro 2 code, a critical batch beyond the subsample size would rest on
-        # eigenvalues below ~1/s, which s Nyström points do not resolve. Half the points
-        # at most: beyond, sampling without replacement leaves little gradient noise, the
-        # critical batch approaches n only as lambda_1(P) -> 0, and q would flatten the
-        # spectrum far below what the step size can use.
-        target = min(max(1, n_max // 2), batch_limit if batch_size is None else batch_size,
-                      n_subsample)
-        q = auto_components(sigma, min(q_max, r - 1), damping, shift, beta, target, n_max,
-                            n_subsample)
-    else:
-        q = int(n_components)
-        if q > r - 1:
-            warnings.warn(f"n_components={q} exceeds the numerical rank of the kernel on the "
-                          f"{what} Nyström subsample ({r} eigenvalues above {RANK_RTOL:g} of "
-                          f"the largest); using n_components={r - 1}.", UserWarning,
-                          stacklevel=4)
-            q = r - 1
-    top = preconditioned_top(sigma, q, damping, shift)
-    measured = None
-    if check is not None and q > 0:
-        measured = measured_top(A[:, :q], coefficients(sigma, q, damping, shift), *check,
-                                shift)
-        top = max(top, measured)
-    if batch_size is None:
-        batch_size = max(1, min(critical_batch(n_max, beta, top), batch_limit))
-    P = Preconditioner(xp, dtype, J, sigma, A, q, damping, shift, beta, batch_size, eta,
-                       n_max, eta_scale, top=top)
-    P.top_measured = measured
-    return P
+    if not isinstance(op, LocalOperator) or \
+            X.shape[0] * op.n_centers * op.dtype.itemsize > budget:
+        return None
+    rows = max(1, int(budget_bytes() // (op.n_centers * op.dtype.itemsize)))
+    out = op.xp.empty((X.shape[0], op.n_centers), dtype=op.dtype)
+    for a in range(0, X.shape[0], rows):
+        h = op.prepare(X[a:a + rows])
+        out[a:a + rows] = h if not isinstance(h, _Lazy) else \
+            op.evaluator.block(X[a:a + rows], op.Z, op.dtype)
+    return out
 
 
 # ---------------------------------------------------------------------- the solver
 class EigenProSolver:
-    """The EigenPro 2 / EigenPro 3 iteration (see the module docstring).
+    """The EigenPro 2 / 3 / 4 iteration (see the module docstring).
 
     Parameters
     ----------
@@ -411,57 +186,94 @@ class EigenProSolver:
     Y : engine array (n, k), compute dtype
     precond : Preconditioner
         Data preconditioner (its ``J`` index the centers).
-    exact : bool
-        True for EigenPro 2 (centers = training data in the same order): the
-        gradient's coefficients are updated directly. False for EigenPro 3.
+    algorithm : {"ep2", "ep3", "ep4"}
+        "ep2": centers = training data in the same order, the gradient's coefficients
+        are updated directly; "ep3": projection every step; "ep4": delayed projection.
     ridge : float
         ``alpha >= 0`` of the ridge penalty (0: interpolation / least squares).
     inner : Preconditioner or None
-        Preconditioner of the projection solve on the centers (EigenPro 3).
+        Preconditioner of the projection solve on the centers (EigenPro 3 and 4).
     projection_max_iter : int
         Epochs of the inner EigenPro 2 solve per projection.
     rng, inner_rng : numpy.random.RandomState
         Streams of the outer and of the inner (projection) batches.
     dtype : numpy dtype
         Compute dtype.
+    period : int
+        EigenPro 4: steps between projections.
+    cache_budget : float
+        Bytes allowed for kernel blocks kept for the whole fit: ``k(X, Z)`` (then
+        ``k(Z, Z)`` for the projection) when they fit.
     """
 
-    def __init__(self, op, X, Y, precond, exact, ridge, inner, projection_max_iter, rng,
-                 inner_rng, dtype):
+    def __init__(self, op, X, Y, precond, algorithm, ridge, inner, projection_max_iter, rng,
+                 inner_rng, dtype, period=1, cache_budget=0.0, evaluator=None):
         self.op, self.X, self.Y = op, X, Y
-        self.P, self.exact, self.ridge = precond, exact, float(ridge)
+        self.P, self.algorithm, self.ridge = precond, algorithm, float(ridge)
+        self.exact = algorithm == "ep2"
         self.inner, self.projection_max_iter = inner, projection_max_iter
         self.rng, self.inner_rng = rng, inner_rng
         self.xp = op.xp
         self.dtype = np.dtype(dtype)
         self.n = X.shape[0]
-        self.weights = self.xp.zeros((op.n_centers, Y.shape[1]), dtype=self.dtype)
-        self.zero_loss = float(self.xp.mean(Y.astype(self.xp.float64) ** 2))
-        self.ZJ = op.Z[precond.J] if not exact else None
-        # EigenPro 3 needs k(Z_J, Z) every step (the correction evaluated on the centers):
-        # kept when it fits in working_memory, else recomputed per step
+        self.period = int(period)
+        self.evaluator = evaluator
+        xp = self.xp
+        self.weights = xp.zeros((op.n_centers, Y.shape[1]), dtype=self.dtype)
+        self.zero_loss = float(xp.mean(Y.astype(xp.float64) ** 2))
+        self.ZJ = op.Z[precond.J] if not self.exact else None
+        # k(X, Z) once for the whole fit when it fits the cache budget (EigenPro 2: the
+        # n x n kernel matrix), then k(Z, Z) for the projection's inner solve
+        budget = float(cache_budget)
+        self.rows = cache_rows(op, X, budget)
+        if self.rows is not None:
+            budget -= self.rows.nbytes
+        self.zrows = None
+        if not self.exact:
+            self.zrows = self.rows if self.rows is not None and X is op.Z else \
+                cache_rows(op, op.Z, budget)
+        # EigenPro 3 / 4 need k(Z_J, Z) every step (the correction evaluated on the
+        # centers): kept when it fits in working_memory, else recomputed per step
         self._hj = None
-        if not exact and precond.q and \
-                len(precond.J) * op.n_centers * self.dtype.itemsize <= budget_bytes():
-            self._hj = op.prepare(self.ZJ)
+        if not self.exact and precond.q:
+            if self.zrows is not None:
+                self._hj = self.zrows[precond.Jx]
+            elif len(precond.J) * op.n_centers * self.dtype.itemsize <= budget_bytes():
+                self._hj = op.prepare(self.ZJ)
+        if algorithm == "ep4":
+            k, d, cap = Y.shape[1], X.shape[1], self.period * precond.batch_size
+            self.aux_X = xp.empty((min(cap, self.n), d), dtype=self.dtype)
+            self.aux_beta = xp.empty((min(cap, self.n), k), dtype=self.dtype)
+            self._reset_aux()
+        self.n_projections = 0
 
     def close(self):
-        """Release the kept ``k(Z_J, Z)`` block."""
-        if self._hj is not None:
+        """Release the kept blocks."""
+        if self._hj is not None and self.zrows is None:
             self.op.release(self._hj)
-            self._hj = None
+        self._hj = self.rows = self.zrows = None
 
     # ------------------------------------------------------------------ steps
     def _check(self, loss, epoch):
         if not math.isfinite(loss) or loss > DIVERGENCE_FACTOR * max(self.zero_loss, 1e-300):
             raise Diverged(f"the training loss became {loss:.3g} at epoch {epoch + 1}")
 
+    def _prepare(self, B):
+        """The ``batch x p`` block of training rows ``B`` (from the cache when kept)."""
+        if self.rows is not None:
+            return self.rows[B]
+        return self.op.prepare(self.X[B])
+
+    def _release(self, handle):
+        if self.rows is None:
+            self.op.release(handle)
+
     def _step_exact(self, B, epoch):
         """EigenPro 2: batch coefficients get ``-eta/m r``, Nyström points the correction."""
         xp, P = self.xp, self.P
         m = B.shape[0]
         Bx = xp.asarray(B)
-        handle = self.op.prepare(self.X[Bx])
+        handle = self._prepare(Bx)
         R = self.op.matmul(handle, self.weights) - self.Y[Bx]
         loss = float(xp.mean(R.astype(xp.float64) ** 2))
         self._check(loss, epoch)
@@ -470,35 +282,46 @@ class EigenProSolver:
             # unbiasedly from the batch (Ma & Belkin's interpolation of K + alpha I).
             R = R + self.ridge * self.weights[Bx]
         corr = P.direction(self.op.columns(handle, P.Jx).T @ R) if P.q else None
-        self.op.release(handle)
+        self._release(handle)
         scale = P.step(m) / m
         self.weights[Bx] -= scale * R
         if corr is not None:
             self.weights[P.Jx] += scale * corr
         return loss
 
-    def _step_projected(self, B, epoch):
-        """EigenPro 3: ``h = (P g)(Z)``, ``theta = K(Z, Z)^-1 h`` (inner solve), ``-eta theta``."""
-        xp, P, op = self.xp, self.P, self.op
-        m = B.shape[0]
-        Bx = xp.asarray(B)
-        handle = op.prepare(self.X[Bx])
-        R = op.matmul(handle, self.weights) - self.Y[Bx]
-        loss = float(xp.mean(R.astype(xp.float64) ** 2))
-        self._check(loss, epoch)
+    def _gradient_on_centers(self, handle, R, m, f_J):
+        """``(P g)(Z)`` for the batch residuals ``R`` and the correction's coefficients.
+
+        ``f_J`` is the model on the Nyström points (for the ridge term) or None.
+        """
+        op, P = self.op, self.P
         R = R / m
         h = op.rmatmul(handle, R)                                  # (K(., X_B) r / m)(Z)
         v = op.columns(handle, P.Jx).T @ R if P.q else None        # K(Z_J, X_B) r / m
-        op.release(handle)
-        mu = self.ridge / self.n
+        corr = None
         if P.q:
             hj = self._hj if self._hj is not None else op.prepare(self.ZJ)
-            if mu:
-                v = v + mu * op.matmul(hj, self.weights)           # + mu K(Z_J, Z) alpha
+            if f_J is not None:
+                v = v + (self.ridge / self.n) * f_J(hj)            # + mu f(Z_J)
             corr = P.direction(v)                                  # coefficients on Z_J
             h = h - op.rmatmul(hj, corr)                           # (P g)(Z)
             if hj is not self._hj:
                 op.release(hj)
+        return h, corr
+
+    def _step_projected(self, B, epoch):
+        """EigenPro 3: ``h = (P g)(Z)``, ``theta = K(Z, Z)^-1 h`` (inner solve), ``-eta theta``."""
+        xp, op = self.xp, self.op
+        m = B.shape[0]
+        Bx = xp.asarray(B)
+        handle = self._prepare(Bx)
+        R = op.matmul(handle, self.weights) - self.Y[Bx]
+        loss = float(xp.mean(R.astype(xp.float64) ** 2))
+        self._check(loss, epoch)
+        mu = self.ridge / self.n
+        h, _ = self._gradient_on_centers(
+            handle, R, m, (lambda hj: op.matmul(hj, self.weights)) if mu else None)
+        self._release(handle)
         if mu:
             # the ridge gradient mu f is in span K(., Z): theta = K(Z, Z)^-1 (h + mu K(Z, Z) alpha).
             # Solving K(Z, Z) phi = h from phi_0 = -mu alpha and adding mu alpha gives it with
@@ -507,8 +330,94 @@ class EigenProSolver:
             theta = self.project(h, init=-mu * self.weights) + mu * self.weights
         else:
             theta = self.project(h)
-        self.weights -= P.step(m) * theta
+        self.weights -= self.P.step(m) * theta
         return loss
+
+    # ---------------------------------------------------------- EigenPro 4
+    def _reset_aux(self):
+        """Drop the auxiliary centers after a projection."""
+        self.aux_used = 0
+        self.aux_h = self.xp.zeros_like(self.weights)      # auxiliary model on Z
+        self.aux_gamma = None                              # its coefficients on Z_J
+        self.aux_decay = 0.0                               # pending ridge decay of alpha
+        self.aux_steps = 0
+
+    def _aux_block(self, Xb):
+        """``k(X_B, X_aux)`` for the auxiliary centers added so far."""
+        A = self.aux_X[:self.aux_used]
+        if Xb.shape[0] * self.aux_used * self.dtype.itemsize <= budget_bytes():
+            return self.evaluator.block(Xb, A, self.dtype)
+        return None
+
+    def _step_delayed(self, B, epoch):
+        """EigenPro 4: an exact functional step on ``alpha, beta (X_aux), gamma (Z_J)``.
+
+        The batch joins the auxiliary centers with ``-eta r / m``, the Nyström points'
+        ``gamma`` takes ``eta`` times the correction, and ``h`` (the auxiliary model on
+        the centers) follows; :meth:`delayed_projection` folds ``h`` into ``alpha``.
+        """
+        xp, op, P = self.xp, self.op, self.P
+        m = B.shape[0]
+        Bx = xp.asarray(B)
+        Xb = self.X[Bx]
+        handle = self._prepare(Bx)
+        F = op.matmul(handle, self.weights)
+        if self.aux_used:
+            u = self.aux_used
+            Kb = self._aux_block(Xb)
+            F = F + (Kb @ self.aux_beta[:u] if Kb is not None else xp.asarray(
+                self.evaluator.matmul(Xb, self.aux_X[:u], self.aux_beta[:u])).astype(
+                    self.dtype, copy=False))
+        if self.aux_gamma is not None:
+            F = F + op.columns(handle, P.Jx) @ self.aux_gamma
+        R = F - self.Y[Bx]
+        loss = float(xp.mean(R.astype(xp.float64) ** 2))
+        self._check(loss, epoch)
+        mu = self.ridge / self.n
+        h, corr = self._gradient_on_centers(
+            handle, R, m,
+            (lambda hj: op.matmul(hj, self.weights) + self.aux_h[P.Jx]) if mu else None)
+        self._release(handle)
+        eta = P.step(m)
+        if mu:
+            # the ridge gradient mu f: the auxiliary part decays now; alpha's decay is
+            # passed through the projection (see delayed_projection)
+            keep = 1.0 - eta * mu
+            self.aux_beta[:self.aux_used] *= keep
+            self.aux_h *= keep
+            if self.aux_gamma is not None:
+                self.aux_gamma *= keep
+            self.aux_decay += eta * mu
+        u = self.aux_used
+        self.aux_X[u:u + m] = Xb
+        self.aux_beta[u:u + m] = -(eta / m) * R
+        self.aux_used = u + m
+        if corr is not None:
+            self.aux_gamma = eta * corr if self.aux_gamma is None else \
+                self.aux_gamma + eta * corr
+        self.aux_h -= eta * h
+        self.aux_steps += 1
+        if self.aux_steps >= self.period or self.aux_used + m > self.aux_X.shape[0]:
+            self.delayed_projection()
+        return loss
+
+    def delayed_projection(self):
+        """``alpha += K(Z, Z)^-1 (h - d K(Z, Z) alpha)``; drop the auxiliary centers.
+
+        ``d`` is the ridge decay of ``alpha`` accumulated over the period. As in
+        EigenPro 3, it goes through the inner solve (started from ``d alpha``) so that
+        the fixed point is exact although the solve is not; with one step per period
+        the update is EigenPro 3's.
+        """
+        if not self.aux_steps:
+            return
+        if self.aux_decay:
+            d = self.aux_decay
+            self.weights += self.project(self.aux_h, init=d * self.weights) - d * self.weights
+        else:
+            self.weights += self.project(self.aux_h)
+        self.n_projections += 1
+        self._reset_aux()
 
     def project(self, H, init=None):
         """Approximately solve ``K(Z, Z) theta = H`` by EigenPro 2 on the centers.
@@ -524,10 +433,11 @@ class EigenProSolver:
             perm = self.inner_rng.permutation(p)
             for b0 in range(0, p, Q.batch_size):
                 B = xp.asarray(perm[b0:b0 + Q.batch_size])
-                handle = op.prepare(op.Z[B])
+                handle = self.zrows[B] if self.zrows is not None else op.prepare(op.Z[B])
                 R = op.matmul(handle, theta) - H[B]
                 corr = Q.direction(op.columns(handle, Q.Jx).T @ R) if Q.q else None
-                op.release(handle)
+                if self.zrows is None:
+                    op.release(handle)
                 scale = Q.step(B.shape[0]) / B.shape[0]
                 theta[B] -= scale * R
                 if corr is not None:
@@ -535,16 +445,16 @@ class EigenProSolver:
         return theta
 
     # ------------------------------------------------------------------ epochs
-    def run(self, max_iter, tol, n_iter_no_change, score_fn, verbose, early_stopping):
-        """Epoch loop with convergence / early stopping; returns a history dict.
+    def run(self, max_iter, stop, owner, verbose):
+        """Epoch loop; returns a history dict.
 
-        ``score_fn(weights) -> float`` scores the validation set (higher is better).
+        ``stop`` is a :class:`StoppingRule`; ``owner`` names the progress reports.
         """
         xp = self.xp
-        loss_curve, val_scores = [], []
-        best_loss, best_score, best_weights = np.inf, -np.inf, None
-        no_improve, converged = 0, False
-        step = self._step_exact if self.exact else self._step_projected
+        progress = Progress(owner, verbose)
+        loss_curve = []
+        step = {"ep2": self._step_exact, "ep3": self._step_projected,
+                "ep4": self._step_delayed}[self.algorithm]
         bs = self.P.batch_size
         for epoch in range(max_iter):
             t0 = time.perf_counter()
@@ -554,36 +464,18 @@ class EigenProSolver:
                 B = perm[b0:b0 + bs]
                 total += step(B, epoch) * B.shape[0]
                 count += B.shape[0]
+            if self.algorithm == "ep4":
+                self.delayed_projection()  # the authors' code also projects at epoch end
             if not bool(xp.all(xp.isfinite(self.weights))):
                 raise Diverged(f"the coefficients became non-finite at epoch {epoch + 1}")
             loss = total / count
             loss_curve.append(loss)
-            msg = f"Epoch {epoch + 1}/{max_iter}: training loss {loss:.6g}"
-            if early_stopping:
-                score = float(score_fn(self.weights))
-                val_scores.append(score)
-                msg += f", validation score {score:.6g}"
-                if tol is not None and score < best_score + tol:
-                    no_improve += 1
-                else:
-                    no_improve = 0
-                if score > best_score:
-                    best_score = score
-                    best_weights = self.weights.copy()
-            elif tol is not None:
-                no_improve = no_improve + 1 if loss > best_loss * (1.0 - tol) else 0
-                best_loss = min(best_loss, loss)
-            if verbose:
-                print(msg + f" ({time.perf_counter() - t0:.2f} s)", flush=True)
-            if tol is not None and no_improve >= n_iter_no_change:
-                converged = True
-                if verbose:
-                    what = "validation score" if early_stopping else "training loss"
-                    print(f"{what} did not improve by more than tol={tol:g} for "
-                          f"{n_iter_no_change} consecutive epochs; stopping.", flush=True)
+            done = stop.update(self.weights)
+            progress("epoch", epoch + 1, max_iter, training_loss=loss, **stop.report(),
+                     seconds=time.perf_counter() - t0)
+            if done:
+                progress(stop.reason())
                 break
-        if early_stopping and best_weights is not None:
-            self.weights = best_weights
-        return {"loss_curve": loss_curve, "validation_scores": val_scores,
-                "n_iter": len(loss_curve), "converged": converged,
-                "best_validation_score": best_score if early_stopping else None}
+        self.weights = stop.final(self.weights)
+        return {"loss_curve": loss_curve, "n_iter": len(loss_curve),
+                "converged": stop.converged}

@@ -1,7 +1,7 @@
 """BLAS thread control shared by the engines and the dense solvers."""
 
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from functools import lru_cache
 
 _lock = threading.Lock()
@@ -36,3 +36,18 @@ def single_blas_thread():
             if _state["depth"] == 0:
                 _state["limiter"].restore_original_limits()
                 _state["limiter"] = None
+
+
+# Below this order a dense eigen/solve/product runs on one BLAS thread: a second
+# OpenBLAS thread gains little there and stalls badly whenever a core is busy (a
+# 1,797 x 1,797 eigh: 0.44 s on one thread, 17 s on two with another process busy).
+SMALL_PROBLEM = 2500
+
+
+def blas_threads_for(n):
+    """Context choosing BLAS threads for work of size ``n`` (a matrix order).
+
+    One thread (:func:`single_blas_thread`) when ``n < SMALL_PROBLEM``; otherwise the
+    BLAS default is left unchanged.
+    """
+    return single_blas_thread() if n < SMALL_PROBLEM else nullcontext()

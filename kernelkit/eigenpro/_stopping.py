@@ -1,0 +1,88 @@
+"""Stopping rules of the EigenPro epoch loop.
+
+The training loss of an interpolating solver keeps shrinking for as many epochs as
+one allows, so it makes a poor stopping signal: a tolerance on it is essentially
+never met. Two rules that are:
+
+* ``early_stopping=True``: the score (R^2 / accuracy) of a held-out fraction, as the
+  EigenPro papers select their epoch; stop when it has not improved by ``tol`` for
+  ``n_iter_no_change`` epochs and keep the best epoch's coefficients.
+* otherwise the relative change of the model's predictions on a fixed sample of
+  training points between consecutive epochs, ``||F_t - F_{t-1}|| / ||F_t||``: stop
+  when it stays below ``tol`` for ``n_iter_no_change`` epochs. It is scale-free
+  (the same for ``y`` and ``c y``) and measures what the user sees, the model.
+"""
+
+import numpy as np
+
+# Training points whose predictions the change rule follows (one k(X_m, Z) product
+# per epoch).
+MONITOR_SIZE = 1000
+
+
+class StoppingRule:
+    """Decides after each epoch whether to stop.
+
+    Parameters
+    ----------
+    tol : float or None
+        None: never stop before ``max_iter`` (and never warn).
+    n_iter_no_change : int
+    forward : callable ``weights -> ndarray (m, k)``
+        Predictions on the monitored points (validation set or training sample).
+    score : callable ``predictions -> float`` or None
+        Validation score (higher is better); None selects the change rule.
+    """
+
+    def __init__(self, tol, n_iter_no_change, forward, score=None):
+        self.tol, self.n_iter_no_change = tol, n_iter_no_change
+        self.forward, self.score = forward, score
+        self.best_score, self.best_weights = -np.inf, None
+        self.scores, self.changes = [], []
+        self.previous = None
+        self.streak = 0
+        self.converged = tol is None
+
+    def update(self, weights):
+        """Record the epoch ending with ``weights``; True to stop."""
+        pred = np.asarray(self.forward(weights), dtype=np.float64)
+        if self.score is not None:
+            s = float(self.score(pred))
+            self.scores.append(s)
+            improved = self.tol is None or s >= self.best_score + self.tol
+            if s > self.best_score:
+                self.best_score, self.best_weights = s, weights.copy()
+        else:
+            if self.previous is None:
+                change = np.inf
+            else:
+                norm = np.linalg.norm(pred)
+                diff = np.linalg.norm(pred - self.previous)
+                change = diff / norm if norm > 0 else (0.0 if diff == 0 else np.inf)
+            self.changes.append(float(change))
+            self.previous = pred
+            improved = self.tol is None or not change < self.tol
+        self.streak = 0 if improved else self.streak + 1
+        if self.tol is not None and self.streak >= self.n_iter_no_change:
+            self.converged = True
+            return True
+        return False
+
+    def report(self):
+        """Values for the epoch's progress line."""
+        if self.score is not None:
+            return {"validation_score": self.scores[-1]}
+        return {"prediction_change": self.changes[-1]}
+
+    def reason(self):
+        if self.score is not None:
+            return (f"validation score did not improve by more than tol={self.tol:g} for "
+                    f"{self.n_iter_no_change} epochs; stopping")
+        return (f"predictions changed by less than tol={self.tol:g} (relative) for "
+                f"{self.n_iter_no_change} epochs; stopping")
+
+    def final(self, weights):
+        """The coefficients to keep: the best epoch's under early stopping."""
+        if self.score is not None and self.best_weights is not None:
+            return self.best_weights
+        return weights
