@@ -550,8 +550,12 @@ class InfiniteWidthClassifier(ClassifierMixin, _InfiniteWidthBase):
         Returns
         -------
         scores : ndarray of shape ([n_times,] n_samples, n_classes)
+            For two classes, as scikit-learn's binary classifiers: the difference
+            of the two outputs, shape ``([n_times,] n_samples)``, positive for
+            ``classes_[1]``.
         """
-        return self._moments(X, time, False, False)
+        scores = self._moments(X, time, False, False)
+        return scores[..., 1] - scores[..., 0] if len(self.classes_) == 2 else scores
 
     def predict(self, X, time=None):
         """Class with the largest ensemble mean output.
@@ -565,7 +569,10 @@ class InfiniteWidthClassifier(ClassifierMixin, _InfiniteWidthBase):
         -------
         y_pred : ndarray of shape ([n_times,] n_samples)
         """
-        return self.classes_[np.argmax(self.decision_function(X, time), axis=-1)]
+        scores = self.decision_function(X, time)
+        if len(self.classes_) == 2:
+            return self.classes_[(scores > 0).astype(int)]
+        return self.classes_[np.argmax(scores, axis=-1)]
 
 
 for _cls in (InfiniteWidthRegressor, InfiniteWidthClassifier):
