@@ -94,6 +94,11 @@ class _NeuralKernel(Kernel):
         Xh = np.asarray(check_input(X).get() if hasattr(X, "get") else check_input(X),
                         dtype=np.float64)
         depth, act, w2, b2 = self.spec(Xh.shape[1]).params
+        if act == "relu" and b2 == 0:
+            # relu without bias is positively homogeneous: k scales as w2^(depth + 1),
+            # so dk/dlog(w_std) = 2 (depth + 1) k exactly (Euler), at no extra cost
+            Kh = np.asarray(K.get() if hasattr(K, "get") else K, dtype=np.float64)
+            return K, (2.0 * (depth + 1) * Kh)[..., None]
         G = nn_gradient(Xh, int(depth), act, w2, b2, self._output == "ntk",
                         engine=get_backend(None, Xh).name)
         # d/d log(s) = 2 s^2 d/d(s^2) for s = w_std, b_std

@@ -438,7 +438,7 @@ class InfiniteWidthRegressor(MultiOutputMixin, RegressorMixin, _InfiniteWidthBas
     Examples
     --------
     >>> import numpy as np
-    >>> from kernelkit import InfiniteWidthRegressor
+    >>> from kernelkit.ridge import InfiniteWidthRegressor
     >>> X = np.linspace(-1, 1, 20)[:, None]; y = np.sin(3 * X[:, 0])
     >>> model = InfiniteWidthRegressor(depth=2, b_std=0.1).fit(X, y)
     >>> mean, std = model.predict(X[:3], return_std=True, time=[1.0, 100.0, np.inf])
