@@ -44,8 +44,8 @@ JSON_PATH = HERE / "results_ntk_gp.json"
 MD_PATH = HERE / "RESULTS.md"
 SECTION = "## NTK Gaussian processes (bench_ntk_gp.py)"
 MD_HEADER = "# kernelkit benchmark results\n"
-FULL = {"sizes_a": [2000, 5000], "repeats_a": [3, 1], "n_b": 5000, "n_hyper": 1000,
-        "n_c": 2000, "repeats_c": 3}
+FULL = {"sizes_a": [2000, 5000], "repeats_a": [1, 1], "n_b": 5000, "n_hyper": 1000,
+        "n_c": 1000, "repeats_c": 1}
 QUICK = {"sizes_a": [300], "repeats_a": [2], "n_b": 600, "n_hyper": 300, "n_c": 300,
          "repeats_c": 2}
 DEPTH = 3
@@ -221,6 +221,8 @@ def render(res):
                          f"{r['hyper']} | {r['rmse']:.4f} | {r['nlpd']:.4f} | "
                          f"{r['coverage95']:.3f} | {r['seconds']:.1f} |")
     c = res["part_c"]
+    if c is None:
+        return "\n".join(lines + ["", "(c) not run.", ""])
     lines += ["", f"(c) `InfiniteWidthRegressor.predict` on {c['n_test']:,} rows "
               f"(n_train {c['n_train']:,}) at {c['n_times']} times vs one time. Target: < 2x.",
               "", "| output | one time (s) | 100 times (s) | ratio |", "|---|---:|---:|---:|"]
@@ -258,27 +260,29 @@ def main(argv=None):
            "versions": {"numpy": np.__version__, "scipy": scipy.__version__,
                         "sklearn": sklearn.__version__, "skntk": version("scikit-ntk")},
            "part_a": [], "part_b": [], "part_c": None}
+    def save():
+        # after every part, so that an interrupted run keeps what it measured
+        res["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
+        if args.quick:
+            return
+        JSON_PATH.write_text(json.dumps(res, indent=2, default=float) + "\n")
+        write_section(MD_PATH, SECTION, MD_HEADER, render(res))
+
     if "c" in args.parts:
         res["part_c"] = part_c(cfg)
         print("(c)", res["part_c"], flush=True)
+        save()
     if "b" in args.parts:
         for name in ("diabetes", "diamonds"):
             res["part_b"].append(part_b(name, cfg))
             print("(b)", res["part_b"][-1], flush=True)
+            save()
     if "a" in args.parts:
         for n, r in zip(cfg["sizes_a"], cfg["repeats_a"], strict=True):
             res["part_a"].append(part_a(n, r))
             print("(a)", res["part_a"][-1], flush=True)
-    res["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
-    if args.quick or args.parts != "abc":
-        print(json.dumps(res, indent=1, default=float)[:3000])
-        if args.quick:
-            return
-    JSON_PATH.write_text(json.dumps(res, indent=2, default=float) + "\n")
-    if res["part_c"] is not None and res["part_b"] and res["part_a"]:
-        section = render(res)
-        print(section)
-        write_section(MD_PATH, SECTION, MD_HEADER, section)
+            save()
+    print(render(res))
 
 
 if __name__ == "__main__":
