@@ -260,6 +260,14 @@ def main(argv=None):
            "versions": {"numpy": np.__version__, "scipy": scipy.__version__,
                         "sklearn": sklearn.__version__, "skntk": version("scikit-ntk")},
            "part_a": [], "part_b": [], "part_c": None}
+    if args.parts != "abc" and JSON_PATH.exists() and not args.quick:
+        # rerun some parts: keep the others' recorded results
+        old = json.loads(JSON_PATH.read_text())
+        for part in "abc":
+            if part not in args.parts:
+                res[f"part_{part}"] = old[f"part_{part}"]
+        res["rerun"] = {"parts": args.parts, "previous_commit": old.get("commit"),
+                        "previous_timestamp": old.get("timestamp")}
     def save():
         # after every part, so that an interrupted run keeps what it measured
         res["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]

@@ -306,15 +306,16 @@ class _InfiniteWidthBase(BaseEstimator):
             else:
                 H2 = _flow_weights(w, 2.0 * ts, scale, tol)
             if return_std:
+                # the terms linear in h_t are one product for all times at once
                 prior = nngp.diag(Xb)
-                for i in range(T):
-                    if ntk:
+                if ntk:
+                    v = prior[None, :] - 2.0 * (H @ (P * Q).T)
+                    for i in range(T):  # the quadratic term: O(n^2) per row and time
                         Ph = P * H[i]
-                        v = (prior + np.einsum("ij,ij->i", Ph @ M, Ph)
-                             - 2.0 * np.einsum("ij,ij->i", Ph, Q))
-                    else:
-                        v = prior - np.einsum("ij,ij->i", P * H2[i], P)
-                    var[i, r0:r0 + rows] = v
+                        v[i] += np.einsum("ij,ij->i", Ph @ M, Ph)
+                else:
+                    v = prior[None, :] - H2 @ (P * P).T
+                var[:, r0:r0 + rows] = v
             else:
                 prior = nngp.block_host(Xb, None)
                 cov = np.empty((T, m, m))
