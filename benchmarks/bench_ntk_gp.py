@@ -37,13 +37,12 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from _common import write_section  # noqa: E402 (benchmarks/ is on sys.path)
+from _common import MD_HEADER, fmt_met, machine_info, machine_line, write_section
 
 HERE = Path(__file__).resolve().parent
 JSON_PATH = HERE / "results_ntk_gp.json"
 MD_PATH = HERE / "RESULTS.md"
 SECTION = "## NTK Gaussian processes (bench_ntk_gp.py)"
-MD_HEADER = "# kernelkit benchmark results\n"
 FULL = {"sizes_a": [2000, 5000], "repeats_a": [1, 1], "n_b": 5000, "n_hyper": 1000,
         "n_c": 1000, "repeats_c": 1}
 QUICK = {"sizes_a": [300], "repeats_a": [2], "n_b": 600, "n_hyper": 300, "n_c": 300,
@@ -127,8 +126,8 @@ def part_b(name, cfg):
     from sklearn.gaussian_process.kernels import RBF, WhiteKernel
     from sklearn.model_selection import train_test_split
 
-    from kernelkit.ridge import InfiniteWidthRegressor
     from kernelkit.kernels import NNGP, NTK
+    from kernelkit.ridge import InfiniteWidthRegressor
 
     if name == "diabetes":
         X, y = load_diabetes(return_X_y=True)
@@ -188,61 +187,64 @@ def part_c(cfg):
 
 
 def render(res):
-    v = res["versions"]
-    lines = [SECTION, "",
-             f"Run {res['timestamp']} (commit {res['commit'][:10]}) on {res['cpu']}, "
-             f"{os.cpu_count()} cores; numpy {v['numpy']}, scipy {v['scipy']}, scikit-learn "
-             f"{v['sklearn']}, scikit-ntk {v['skntk']}. Load average before/after: "
-             f"{res['loadavg_before']} / {res['loadavg_after']}.", ""]
-    if max(res["loadavg_before"][0], res["loadavg_after"][0]) > 2.5:
-        lines += ["**Note:** the machine was shared with other jobs during this run (load "
-                  "average above), so the timings are noisy.", ""]
+    info = res.get("machine") or machine_info(peers=("scikit-ntk",))
+    loads = (res["loadavg_before"], res["loadavg_after"])
+    lines = [SECTION, "", machine_line(info, loads, res["timestamp"], res["commit"]), ""]
     lines += ["(a) `GaussianProcessRegressor.fit` (L-BFGS, from the same starting point), "
               f"NTK depth {DEPTH}, no bias, on diamonds; median of the repeats. Target: "
               ">= 5x faster, same LML to 1e-8 relative.", "",
               "| n | repeats | kernelkit fit (s) | scikit-ntk fit (s) | ratio | kernel+grad "
               "kernelkit (s) | kernel+grad scikit-ntk (s) | ratio | LML kernelkit | LML "
-              "scikit-ntk | rel. diff | same-theta rel. diff |",
-              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "scikit-ntk | rel. diff | same-theta rel. diff | >= 5x? | LML 1e-8? |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for r in res["part_a"]:
         lines.append(f"| {r['n']:,} | {r['repeats']} | {r['kernelkit_fit_s']:.2f} | "
                      f"{r['peer_fit_s']:.2f} | {r['ratio']:.2f} | "
                      f"{r['kernel_grad_kernelkit_s']:.3f} | {r['kernel_grad_peer_s']:.3f} | "
                      f"{r['kernel_grad_ratio']:.2f} | {r['lml_kernelkit']:.8g} | "
                      f"{r['lml_peer']:.8g} | {r['lml_rel_diff']:.1e} | "
-                     f"{r['lml_at_kernelkit_optimum_rel_diff']:.1e} |")
+                     f"{r['lml_at_kernelkit_optimum_rel_diff']:.1e} | "
+                     f"{fmt_met(r['ratio'] >= 5)} | {fmt_met(r['lml_rel_diff'] <= 1e-8)} |")
     lines += ["", "(b) Calibration on held-out rows (20%); predictive variance includes "
               "the learned noise. Target: coverage in [0.93, 0.97].", "",
-              "| data | model | hyperparameters | RMSE | NLPD | coverage 95% | s |",
-              "|---|---|---|---:|---:|---:|---:|"]
+              "| data | model | hyperparameters | RMSE | NLPD | coverage 95% | s | in target? |",
+              "|---|---|---|---:|---:|---:|---:|---|"]
     for d in res["part_b"]:
         for r in d["rows"]:
             lines.append(f"| {d['dataset']} (n_train {d['n_train']:,}) | {r['model']} | "
                          f"{r['hyper']} | {r['rmse']:.4f} | {r['nlpd']:.4f} | "
-                         f"{r['coverage95']:.3f} | {r['seconds']:.1f} |")
+                         f"{r['coverage95']:.3f} | {r['seconds']:.1f} | "
+                         f"{fmt_met(0.93 <= r['coverage95'] <= 0.97)} |")
     c = res["part_c"]
     if c is None:
         return "\n".join(lines + ["", "(c) not run.", ""])
     lines += ["", f"(c) `InfiniteWidthRegressor.predict` on {c['n_test']:,} rows "
               f"(n_train {c['n_train']:,}) at {c['n_times']} times vs one time. Target: < 2x.",
-              "", "| output | one time (s) | 100 times (s) | ratio |", "|---|---:|---:|---:|"]
+              "", "| output | one time (s) | 100 times (s) | ratio | < 2x? |",
+              "|---|---:|---:|---:|---|"]
     for label in ("mean", "mean + std", "nngp posterior, mean + std"):
         r = c[label]
         lines.append(f"| {label} | {r['one_s']:.3f} | {r['hundred_s']:.3f} | "
-                     f"{r['ratio']:.2f} |")
+                     f"{r['ratio']:.2f} | {fmt_met(r['ratio'] < 2)} |")
     lines += ["", "Raw numbers: `benchmarks/results_ntk_gp.json`.", ""]
     return "\n".join(lines)
 
 
 def main(argv=None):
+    from importlib.metadata import version
+
     import scipy
     import sklearn
-    from importlib.metadata import version
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes; write no files")
     parser.add_argument("--parts", default="abc", help="subset of 'abc' to run")
+    parser.add_argument("--render", action="store_true",
+                        help="only rewrite the RESULTS.md section from the JSON file")
     args = parser.parse_args(argv)
+    if args.render:
+        write_section(MD_PATH, SECTION, MD_HEADER, render(json.loads(JSON_PATH.read_text())))
+        return
     cfg = QUICK if args.quick else FULL
     import subprocess
 
@@ -257,6 +259,7 @@ def main(argv=None):
     res = {"timestamp": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
            "quick": args.quick, "config": cfg, "commit": commit, "cpu": cpu,
            "loadavg_before": [round(x, 2) for x in os.getloadavg()],
+           "machine": machine_info(peers=("scikit-ntk",)),
            "versions": {"numpy": np.__version__, "scipy": scipy.__version__,
                         "sklearn": sklearn.__version__, "skntk": version("scikit-ntk")},
            "part_a": [], "part_b": [], "part_c": None}

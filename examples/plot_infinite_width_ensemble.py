@@ -41,7 +41,10 @@ mean, std = model.predict(grid, return_std=True, time=times)
 # + b1 b_std) w_std / sqrt(width) + b2 b_std`` with standard normal parameters,
 # trained on ``||f(X) - y||^2 / (2 n)`` by gradient descent: ``s`` steps at learning
 # rate ``LR`` are the ensemble's ``time=s`` with ``learning_rate=LR``.
-def train_network(seed, width=1024, steps=times.astype(int)):
+STEPS = times.astype(int)
+
+
+def train_network(seed, width=1024, steps=STEPS):
     r = np.random.default_rng(seed)
     W1, b1 = r.standard_normal((1, width)), r.standard_normal(width)
     W2, b2 = r.standard_normal(width), r.standard_normal()

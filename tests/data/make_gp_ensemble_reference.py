@@ -16,8 +16,8 @@ at ``t`` in TIMES (``t=None``, neural-tangents' converged solve, for ``inf``), f
 import jax
 
 jax.config.update("jax_enable_x64", True)
-import numpy as np  # noqa: E402
 import neural_tangents as nt  # noqa: E402
+import numpy as np  # noqa: E402
 from neural_tangents import stax  # noqa: E402
 
 TIMES = (0.0, 1.0, 10.0, np.inf)
