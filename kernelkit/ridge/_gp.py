@@ -9,10 +9,11 @@ Two things live here:
   distribution, over random initialisations, of an infinitely wide network trained
   for time ``t`` by gradient flow on the squared loss (Lee et al., "Wide Neural
   Networks of Any Depth Evolve as Linear Models Under Gradient Descent", NeurIPS
-  2019, eqs. (15)-(16)), and the NNGP posterior.
+  2019), and the NNGP posterior.
 """
 
 import warnings
+from contextlib import nullcontext
 
 import numpy as np
 from scipy import linalg
@@ -169,7 +170,7 @@ def ridge_predict_moments(est, X, return_std=False, return_cov=False):
     sw = getattr(est, "_sqrt_sample_weight", None)
     out = {}
     for a in distinct:
-        with single_blas_thread() if n < 1500 else _null():
+        with single_blas_thread() if n < 1500 else nullcontext():
             white = _Whitener(K, float(a), sw)
             if return_cov:
                 Z = white(op.block_host(est.X_fit_, X))
@@ -186,14 +187,6 @@ def ridge_predict_moments(est, X, return_std=False, return_cov=False):
     if mean.ndim == 1:
         return mean, per_target[0]
     return mean, np.stack(per_target, axis=-1)
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 # ------------------------------------------------------ infinite-width ensemble
@@ -260,7 +253,7 @@ class _InfiniteWidthBase(BaseEstimator):
         G = theta.block_host(X, None)
         Kdd = G if theta is nngp else nngp.block_host(X, None)
         G.flat[:: n + 1] += reg
-        with single_blas_thread() if n < 1500 else _null():
+        with single_blas_thread() if n < 1500 else nullcontext():
             w, V = linalg.eigh(G, overwrite_a=theta is not nngp, check_finite=False)
             self.eigenvalues_, self.eigenvectors_ = w, V
             self.y_eigenbasis_ = V.T @ Y2
@@ -343,11 +336,6 @@ class _InfiniteWidthBase(BaseEstimator):
             return mean, cov
         return mean
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.non_deterministic = False
-        return tags
-
 
 _ENSEMBLE_PARAMS = """
     depth : int >= 1, default=1
@@ -381,7 +369,8 @@ _ENSEMBLE_MATH = """
     outputs), ``G = Theta + diag_reg I`` (``K + diag_reg I`` for ``posterior="nngp"``)
     and ``A_t = G^{-1} (I - exp(-eta t G / (n k)))`` (the loss is the mean squared
     error ``||f(X) - Y||^2 / (2 n k)``, as in neural-tangents), the output on test
-    rows ``x`` is Gaussian (Lee et al. 2019, eqs. (15)-(16)) with
+    rows ``x`` is Gaussian (Lee et al. 2019, "Gaussian processes from gradient
+    descent training") with
 
     * mean ``mu_t(x) = Theta(x, X) A_t Y``,
     * covariance ``K(x, x') + Theta(x, X) A_t K A_t Theta(X, x')
