@@ -190,6 +190,17 @@ def render(res):
     info = res.get("machine") or machine_info(peers=("scikit-ntk",))
     loads = (res["loadavg_before"], res["loadavg_after"])
     lines = [SECTION, "", machine_line(info, loads, res["timestamp"], res["commit"]), ""]
+    if "rerun" in res:
+        lines += [f"Parts other than ({res['rerun']['parts']}) are from the run of "
+                  f"{res['rerun']['previous_timestamp']} (commit "
+                  f"{(res['rerun']['previous_commit'] or '')[:10]}; load average (1 min) "
+                  f"before/after {res['rerun'].get('previous_loadavg')}: a busy machine, "
+                  "timings noisy), see the JSON file.", ""]
+    done = [r["n"] for r in res["part_a"]]
+    missing = [n for n in res["config"]["sizes_a"] if n not in done]
+    if missing:
+        lines += [f"(a) at n = {', '.join(f'{n:,}' for n in missing)} was not run "
+                  "(interrupted: one GP fit there takes longer than the run was given).", ""]
     lines += ["(a) `GaussianProcessRegressor.fit` (L-BFGS, from the same starting point), "
               f"NTK depth {DEPTH}, no bias, on diamonds; median of the repeats. Target: "
               ">= 5x faster, same LML to 1e-8 relative.", "",
@@ -270,7 +281,9 @@ def main(argv=None):
             if part not in args.parts:
                 res[f"part_{part}"] = old[f"part_{part}"]
         res["rerun"] = {"parts": args.parts, "previous_commit": old.get("commit"),
-                        "previous_timestamp": old.get("timestamp")}
+                        "previous_timestamp": old.get("timestamp"),
+                        "previous_loadavg": [old.get("loadavg_before"),
+                                             old.get("loadavg_after")]}
     def save():
         # after every part, so that an interrupted run keeps what it measured
         res["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
