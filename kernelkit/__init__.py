@@ -4,7 +4,14 @@ from ._config import config_context, get_config, set_config
 from .eigenpro import EigenProClassifier, EigenProRegressor
 from .leverage import SQUEAK, INKEstimate, RLSNystroem, effective_dimension, ridge_leverage_scores
 from .online import KONSClassifier, KONSRegressor
-from .ridge import KernelRidge, KernelRidgeClassifier, NTKRidge, NTKRidgeClassifier
+from .ridge import (
+    InfiniteWidthClassifier,
+    InfiniteWidthRegressor,
+    KernelRidge,
+    KernelRidgeClassifier,
+    NTKRidge,
+    NTKRidgeClassifier,
+)
 from .stkr import STKRClassifier, STKRRegressor
 from .thinning import KernelThinning, kernel_thinning
 
@@ -13,6 +20,7 @@ __version__ = "0.1.0.dev0"
 __all__ = [
     "set_config", "get_config", "config_context",
     "KernelRidge", "KernelRidgeClassifier", "NTKRidge", "NTKRidgeClassifier",
+    "InfiniteWidthRegressor", "InfiniteWidthClassifier",
     "EigenProRegressor", "EigenProClassifier",
     "ridge_leverage_scores", "effective_dimension", "SQUEAK", "INKEstimate", "RLSNystroem",
     "KernelThinning", "kernel_thinning",

@@ -218,10 +218,11 @@ def test_gp_kernel_interface(rng):
     k = RBF(0.5)
     assert k.is_stationary() and not NTK().is_stationary()
     assert k.n_dims == 0 and k.hyperparameters[0].fixed
-    gp = GaussianProcessRegressor(NTK(depth=2) + WhiteKernel(0.1), random_state=0).fit(X, y)
+    fixed = NTK(depth=2, w_std_bounds="fixed")  # NTK hyperparameters: see test_gp.py
+    gp = GaussianProcessRegressor(fixed + WhiteKernel(0.1), random_state=0).fit(X, y)
     assert gp.kernel_.k2.noise_level != 0.1  # the white noise was optimised, NTK kept fixed
-    assert gp.kernel_.k1 == NTK(depth=2)
-    ref = GaussianProcessRegressor(NTK(depth=2) + WhiteKernel(gp.kernel_.k2.noise_level,
+    assert gp.kernel_.k1 == fixed
+    ref = GaussianProcessRegressor(fixed + WhiteKernel(gp.kernel_.k2.noise_level,
                                    "fixed"), optimizer=None).fit(X, y)
     assert_allclose(gp.predict(X), ref.predict(X), rtol=1e-10)
     mean, std = gp.predict(X[:3], return_std=True)

@@ -18,6 +18,7 @@ from ..backend import resolve_backend
 from ..kernels import NTK, is_precomputed, make_kernel
 from ..kernels._resolve import KernelOperator
 from ..utils._linalg import solve_ridge
+from ._gp import ridge_predict_moments
 
 
 def _check_alpha(alpha, n_targets):
@@ -69,6 +70,7 @@ class _KernelRidgeBase(BaseEstimator):
         if sample_weight is not None:
             dual = dual * (sw if dual.ndim == 1 else sw[:, None])
         self.dual_coef_ = dual
+        self._sqrt_sample_weight = None if sample_weight is None else sw  # GP noise alpha / w
         self.X_fit_ = X
         return self
 
@@ -189,18 +191,34 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
                              ensure_min_samples=2)
         return self._fit_targets(X, y, sample_weight)
 
-    def predict(self, X):
-        """Predict ``k(X, X_fit_) @ dual_coef_``.
+    def predict(self, X, return_std=False, return_cov=False):
+        """Predict ``k(X, X_fit_) @ dual_coef_``, optionally with GP uncertainty.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+        return_std : bool, default=False
+            Also return the Gaussian-process posterior standard deviation (prior
+            covariance the kernel, noise variance ``alpha``), as
+            ``GaussianProcessRegressor.predict``; computed in row blocks.
+        return_cov : bool, default=False
+            Also return the posterior covariance of the rows.
 
         Returns
         -------
         y_pred : ndarray of shape (n_samples,) or (n_samples, n_targets), float64
+        y_std : ndarray, same shape as ``y_pred``
+            Only with ``return_std``.
+        y_cov : ndarray of shape (n_samples, n_samples[, n_targets])
+            Only with ``return_cov``.
+
+        Raises
+        ------
+        ValueError
+            Both ``return_std`` and ``return_cov``; ``kernel="precomputed"`` with
+            either; a covariance larger than ``working_memory``.
         """
-        return self._decision(X)
+        return ridge_predict_moments(self, X, return_std, return_cov)
 
 
 class _ClassifierMixin(ClassifierMixin):

@@ -1,0 +1,298 @@
+"""GP predictive moments, the trained infinite-width ensemble, and NTK/NNGP gradients.
+
+References: scikit-learn's GaussianProcessRegressor (ridge moments); neural-tangents'
+``gradient_descent_mse_ensemble`` (values stored in ``tests/data`` with the script
+that made them); a dense matrix-exponential implementation of Lee et al. (2019)
+eqs. (15)-(16) written here; central finite differences (kernel gradients).
+"""
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import linalg
+from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process.kernels import RBF as SkRBF
+from sklearn.gaussian_process.kernels import WhiteKernel
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import kernelkit
+from kernelkit import KernelRidge, NTKRidge
+from kernelkit.kernels import NNGP, NTK, RBF
+from kernelkit.kernels._neural import nn_gradient
+from kernelkit.ridge import InfiniteWidthClassifier, InfiniteWidthRegressor
+
+REF = Path(__file__).parent / "data" / "gp_ensemble_reference.npz"
+ARCHS = [(act, depth, b) for act in ("relu", "erf") for depth in (1, 2, 3) for b in (None, 0.4)]
+
+
+@pytest.fixture
+def data(rng):
+    X = rng.standard_normal((30, 3))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] * X[:, 2] + 0.1 * rng.standard_normal(30)
+    return X, y, rng.standard_normal((9, 3))
+
+
+# ------------------------------------------------------------ ridge GP moments
+@pytest.mark.parametrize("kernel", [NTK(depth=2, b_std=0.3), NNGP(depth=3, activation="erf"),
+                                    RBF(gamma=0.5)])
+def test_ridge_moments_equal_gaussian_process(data, kernel):
+    X, y, Xt = data
+    gp = GaussianProcessRegressor(kernel=kernel, alpha=0.05, optimizer=None).fit(X, y)
+    gm, gs = gp.predict(Xt, return_std=True)
+    _, gc = gp.predict(Xt, return_cov=True)
+    kr = KernelRidge(alpha=0.05, kernel=kernel).fit(X, y)
+    m, s = kr.predict(Xt, return_std=True)
+    m2, c = kr.predict(Xt, return_cov=True)
+    np.testing.assert_allclose(m, gm, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(s, gs, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(c, gc, rtol=0, atol=1e-10)
+    np.testing.assert_array_equal(m2, m)
+    np.testing.assert_array_equal(kr.predict(Xt), m)
+
+
+def test_ntkridge_moments_and_blockwise_std(data):
+    X, y, Xt = data
+    gp = GaussianProcessRegressor(kernel=NTK(depth=2, b_std=0.3), alpha=0.1,
+                                  optimizer=None).fit(X, y)
+    gs = gp.predict(Xt, return_std=True)[1]
+    model = NTKRidge(alpha=0.1, depth=2, b_std=0.3).fit(X, y)
+    np.testing.assert_allclose(model.predict(Xt, return_std=True)[1], gs, atol=1e-10)
+    # a budget of a few rows per block gives the same values
+    with kernelkit.config_context(working_memory=0.001):
+        np.testing.assert_allclose(model.predict(Xt, return_std=True)[1], gs, atol=1e-10)
+
+
+def test_ridge_moments_multi_target_weights_and_alphas(data):
+    X, y, Xt = data
+    Y = np.stack([y, np.cos(X[:, 0])], axis=1)
+    w = np.linspace(0.5, 2.0, X.shape[0])
+    k = NTK(depth=1, b_std=0.2)
+    kr = KernelRidge(alpha=0.1, kernel=k).fit(X, Y, sample_weight=w)
+    gp = GaussianProcessRegressor(kernel=k, alpha=0.1 / w, optimizer=None).fit(X, Y)
+    m, s = kr.predict(Xt, return_std=True)
+    gm, gs = gp.predict(Xt, return_std=True)
+    np.testing.assert_allclose(m, gm, atol=1e-10)
+    np.testing.assert_allclose(s, gs, atol=1e-10)
+    assert s.shape == (9, 2)
+    _, c = kr.predict(Xt, return_cov=True)
+    np.testing.assert_allclose(c, gp.predict(Xt, return_cov=True)[1], atol=1e-10)
+    # one alpha per target: each column is its own GP
+    kr = KernelRidge(alpha=[0.1, 1.0], kernel=k).fit(X, Y)
+    s = kr.predict(Xt, return_std=True)[1]
+    for j, a in enumerate((0.1, 1.0)):
+        gs = GaussianProcessRegressor(kernel=k, alpha=a, optimizer=None).fit(X, Y[:, j])
+        np.testing.assert_allclose(s[:, j], gs.predict(Xt, return_std=True)[1], atol=1e-10)
+
+
+def test_variances_non_negative_near_duplicates(rng):
+    X = rng.standard_normal((20, 4))
+    X = np.vstack([X, X + 1e-9, X[:5] * (1 + 1e-12)])
+    y = rng.standard_normal(X.shape[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kr = KernelRidge(alpha=1e-14, kernel=NTK(depth=3, b_std=0.1)).fit(X, y)
+        s = kr.predict(X, return_std=True)[1]
+        c = kr.predict(X, return_cov=True)[1]
+        e = InfiniteWidthRegressor(depth=3, b_std=0.1).fit(X, y)
+        es = e.predict(X, return_std=True, time=[1.0, 1e3, np.inf])[1]
+    for v in (s, np.diag(c), es):
+        assert np.all(np.isfinite(v)) and np.all(v >= 0)
+    assert s.max() < 1e-3 * np.sqrt(kr._operator().diag(X).max())  # fits its training rows
+
+
+# ------------------------------------------------------ infinite-width ensemble
+@pytest.mark.parametrize("posterior", ["ntk", "nngp"])
+@pytest.mark.parametrize("act,depth,b_std", ARCHS)
+def test_ensemble_equals_neural_tangents(act, depth, b_std, posterior):
+    ref = np.load(REF)
+    name = f"{act}_d{depth}" + ("_b" if b_std else "")
+    model = InfiniteWidthRegressor(depth=depth, activation=act, w_std=1.3, b_std=b_std,
+                                   learning_rate=float(ref["learning_rate"]),
+                                   diag_reg=float(ref["diag_reg"]), posterior=posterior)
+    model.fit(ref["X"], ref["Y"])
+    mean, cov = model.predict(ref["X_test"], return_cov=True, time=ref["times"])
+    rm, rc = ref[f"{posterior}_mean_{name}"], ref[f"{posterior}_cov_{name}"]
+    # neural-tangents' relu NTK carries ~1e-9 relative rounding (see test_kernels)
+    tol = 1e-8 if act == "relu" else 1e-12
+    np.testing.assert_allclose(mean, rm, rtol=0, atol=tol * np.abs(rm).max())
+    np.testing.assert_allclose(cov, rc, rtol=0, atol=tol * np.abs(rc).max())
+    std = model.predict(ref["X_test"], return_std=True, time=ref["times"])[1]
+    np.testing.assert_allclose(std[..., 0], np.sqrt(np.einsum("tii->ti", cov)), rtol=1e-10)
+
+
+def _dense_ensemble(X, Y, Xt, t, lr, reg, depth, b_std):
+    """Lee et al. (2019) eqs. (15)-(16) with scipy's matrix exponential (no eigh)."""
+    ntk, nngp = NTK(depth=depth, b_std=b_std), NNGP(depth=depth, b_std=b_std)
+    n, k = Y.shape
+    Th = ntk(X) + reg * np.eye(n)
+    A = linalg.solve(Th, np.eye(n) - linalg.expm(-lr * t * Th / (n * k)), assume_a="sym")
+    Tt = ntk(Xt, X)
+    mean = Tt @ A @ Y
+    cross = Tt @ A @ nngp(X, Xt)
+    cov = nngp(Xt) + Tt @ A @ nngp(X) @ A @ Tt.T - cross - cross.T
+    return mean, cov
+
+
+def test_ensemble_equals_dense_matrix_exponential(data):
+    X, y, Xt = data
+    Y = np.stack([y, y**2], axis=1)
+    model = InfiniteWidthRegressor(depth=2, b_std=0.2, learning_rate=0.5, diag_reg=1e-3)
+    model.fit(X, Y)
+    for t in (0.3, 7.0, 250.0):
+        m, c = model.predict(Xt, return_cov=True, time=t)
+        dm, dc = _dense_ensemble(X, Y, Xt, t, 0.5, 1e-3, 2, 0.2)
+        np.testing.assert_allclose(m, dm, atol=1e-9 * np.abs(dm).max())
+        np.testing.assert_allclose(c, dc, atol=1e-9 * np.abs(dc).max())
+
+
+def test_ensemble_limits(data):
+    X, y, Xt = data
+    model = InfiniteWidthRegressor(depth=3, activation="erf", b_std=0.1, diag_reg=0.05)
+    model.fit(X, y)
+    ridge = NTKRidge(alpha=0.05, depth=3, activation="erf", b_std=0.1).fit(X, y)
+    np.testing.assert_allclose(model.predict(Xt), ridge.predict(Xt), atol=1e-10)
+    # t = 0: the NNGP prior of the initial networks
+    m0, c0 = model.predict(Xt, return_cov=True, time=0.0)
+    np.testing.assert_array_equal(m0, 0.0)
+    np.testing.assert_allclose(c0, NNGP(depth=3, activation="erf", b_std=0.1)(Xt), atol=1e-12)
+    # an array of times equals one call per time; time=None uses self.time
+    ts = np.array([0.5, 20.0, np.inf])
+    ms, ss = model.predict(Xt, return_std=True, time=ts)
+    for i, t in enumerate(ts):
+        mi, si = model.set_params(time=t).predict(Xt, return_std=True)
+        np.testing.assert_allclose(ms[i], mi, atol=1e-12)
+        np.testing.assert_allclose(ss[i], si, atol=1e-12)
+    # nngp posterior at t = inf is the NNGP Gaussian process posterior
+    nn = InfiniteWidthRegressor(depth=3, activation="erf", b_std=0.1, diag_reg=0.05,
+                                posterior="nngp").fit(X, y)
+    gp = GaussianProcessRegressor(kernel=NNGP(depth=3, activation="erf", b_std=0.1),
+                                  alpha=0.05, optimizer=None).fit(X, y)
+    for a, b in zip(nn.predict(Xt, return_std=True), gp.predict(Xt, return_std=True),
+                    strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-10)
+
+
+def test_ensemble_singular_kernel_is_pseudo_inverse(rng):
+    X = rng.standard_normal((10, 2))
+    X = np.vstack([X, X])  # duplicate rows: the NTK is singular
+    y = np.concatenate([np.sin(X[:10, 0])] * 2)
+    model = InfiniteWidthRegressor(depth=1, b_std=0.5).fit(X, y)
+    ridge = NTKRidge(alpha=1e-10, depth=1, b_std=0.5).fit(X[:10], y[:10])
+    np.testing.assert_allclose(model.predict(X[:10]), y[:10], atol=1e-6)
+    np.testing.assert_allclose(model.predict(X[:3] + 0.1), ridge.predict(X[:3] + 0.1),
+                               atol=1e-6)
+
+
+def test_classifier_is_one_hot_regression():
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    X = (X - X.mean(0)) / X.std(0)
+    clf = InfiniteWidthClassifier(depth=2, b_std=0.1, diag_reg=1e-2).fit(X[::2], y[::2])
+    reg = InfiniteWidthRegressor(depth=2, b_std=0.1, diag_reg=1e-2)
+    reg.fit(X[::2], np.eye(3)[y[::2]])
+    np.testing.assert_allclose(clf.decision_function(X[1::2]), reg.predict(X[1::2]), atol=1e-12)
+    assert clf.score(X[1::2], y[1::2]) > 0.9
+    curve = clf.predict(X[1::2], time=[0.0, 10.0, np.inf])
+    assert curve.shape == (3, 75)
+    # two classes: one column each (symmetric one-hot), decision = their difference
+    two = InfiniteWidthClassifier().fit(X[:100], y[:100])
+    out = InfiniteWidthRegressor().fit(X[:100], np.eye(2)[y[:100]]).predict(X[:3])
+    np.testing.assert_allclose(two.decision_function(X[:3]), out[:, 1] - out[:, 0], atol=1e-12)
+
+
+# ------------------------------------------------------------ kernel gradients
+@pytest.mark.parametrize("cls", [NTK, NNGP])
+@pytest.mark.parametrize("act,depth,b_std", ARCHS)
+def test_kernel_gradient_equals_finite_differences(cls, act, depth, b_std, rng):
+    X = rng.standard_normal((8, 5))
+    X = np.vstack([X, np.zeros((1, 5)), 3.0 * X[:1], X[1:2] + 1e-9, -X[2:3]])
+    k = cls(depth=depth, activation=act, w_std=1.3, b_std=b_std)
+    K, G = k(X, eval_gradient=True)
+    np.testing.assert_array_equal(K, k(X))
+    assert G.shape == (12, 12, 1 if b_std is None else 2)
+    h = 1e-5
+    for i in range(k.theta.size):
+        tp, tm = k.theta.copy(), k.theta.copy()
+        tp[i] += h
+        tm[i] -= h
+        fd = (k.clone_with_theta(tp)(X) - k.clone_with_theta(tm)(X)) / (2 * h)
+        np.testing.assert_allclose(G[..., i], fd, rtol=0, atol=1e-6 * np.abs(fd).max())
+    # the Numba twin equals the NumPy reference
+    w2, b2 = 1.69, 0.0 if b_std is None else b_std**2
+    ref = nn_gradient(X, depth, act, w2, b2, cls is NTK, engine="numpy")
+    fused = nn_gradient(X, depth, act, w2, b2, cls is NTK, engine="numba")
+    np.testing.assert_allclose(fused, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
+
+
+def test_hyperparameters_and_bounds():
+    k = NTK(depth=2, w_std=2.0, b_std=0.5)
+    np.testing.assert_allclose(k.theta, np.log([2.0, 0.5]))
+    np.testing.assert_allclose(k.bounds, np.log([[1e-2, 1e2], [1e-5, 1e2]]))
+    assert k.clone_with_theta(np.log([3.0, 0.1])).get_params()["w_std"] == pytest.approx(3.0)
+    assert NTK(b_std=None).theta.shape == (1,)
+    assert NNGP(b_std=0.0).n_dims == 1
+    assert NTK(w_std_bounds="fixed", b_std=0.3).n_dims == 1
+
+
+def test_gp_fit_raises_log_marginal_likelihood(data):
+    X, y, _ = data
+    kernel = NTK(depth=2, w_std=0.5, b_std=2.0) + WhiteKernel(1.0)
+    gp = GaussianProcessRegressor(kernel=kernel, random_state=0).fit(X, y)
+    initial = gp.log_marginal_likelihood(kernel.theta)
+    assert gp.log_marginal_likelihood_value_ > initial + 1.0
+    assert not np.allclose(gp.kernel_.theta, kernel.theta)
+    # sklearn's LML gradient (through our kernel gradient) matches finite differences
+    lml, grad = gp.log_marginal_likelihood(kernel.theta, eval_gradient=True)
+    h = 1e-6
+    for i in range(kernel.theta.size):
+        e = np.zeros_like(kernel.theta)
+        e[i] = h
+        fd = (gp.log_marginal_likelihood(kernel.theta + e)
+              - gp.log_marginal_likelihood(kernel.theta - e)) / (2 * h)
+        assert grad[i] == pytest.approx(fd, rel=1e-6, abs=1e-6)
+    # a kernelkit kernel without free hyperparameters is left alone by the optimiser
+    fixed = GaussianProcessRegressor(kernel=RBF(gamma=1.0) + WhiteKernel()).fit(X, y)
+    assert fixed.kernel_.k1 == RBF(gamma=1.0)
+    assert isinstance(SkRBF(), SkRBF)  # the sklearn kernel keeps its name
+
+
+# ----------------------------------------------------------------- bad input
+def test_bad_input(data):
+    X, y, Xt = data
+    with pytest.raises(ValueError, match="time"):
+        InfiniteWidthRegressor(time=-1.0).fit(X, y)
+    with pytest.raises(ValueError, match="time must be a scalar"):
+        InfiniteWidthRegressor(time=[1.0, 2.0]).fit(X, y)
+    with pytest.raises(ValueError, match="learning_rate"):
+        InfiniteWidthRegressor(learning_rate=0.0).fit(X, y)
+    with pytest.raises(ValueError, match="diag_reg"):
+        InfiniteWidthRegressor(diag_reg=-1.0).fit(X, y)
+    with pytest.raises(ValueError, match="posterior"):
+        InfiniteWidthRegressor(posterior="gp").fit(X, y)
+    model = InfiniteWidthRegressor().fit(X, y)
+    for bad in (-0.5, [1.0, -1.0], np.nan, "inf"):
+        with pytest.raises(ValueError, match="time"):
+            model.predict(Xt, time=bad)
+    for est in (model, KernelRidge(kernel="rbf").fit(X, y)):
+        with pytest.raises(ValueError, match="return_std and return_cov"):
+            est.predict(Xt, return_std=True, return_cov=True)
+        with pytest.raises(TypeError, match="return_std"):
+            est.predict(Xt, return_std="yes")
+        with kernelkit.config_context(working_memory=0.001):
+            with pytest.raises(ValueError, match="return_cov=True on 9 rows"):
+                est.predict(Xt, return_cov=True)
+            est.predict(Xt, return_std=True)  # blockwise: fits any budget
+    K = NTK()(X)
+    pre = KernelRidge(kernel="precomputed").fit(K, y)
+    with pytest.raises(ValueError, match="precomputed"):
+        pre.predict(K[:3], return_std=True)
+    with pytest.raises(ValueError, match="eval_gradient"):
+        NTK(b_std=0.1)(X, Xt, eval_gradient=True)
+
+
+@parametrize_with_checks([InfiniteWidthRegressor(), InfiniteWidthClassifier()])
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
