@@ -457,10 +457,11 @@ def stationary_from_sqdist(xp, code, d2, gamma):
     r = xp.sqrt(2.0 * (gamma * d2))  # this order: no 0 * inf when gamma is huge
     if code == 1:
         return xp.exp(-r)
+    # t capped where exp(-t) is already exactly 0: an infinite distance gives 0, not inf * 0
     if code == 2:
-        t = math.sqrt(3.0) * r
+        t = xp.minimum(math.sqrt(3.0) * r, 1e3)
         return (1.0 + t) * xp.exp(-t)
-    t = math.sqrt(5.0) * r
+    t = xp.minimum(math.sqrt(5.0) * r, 1e3)
     return (1.0 + t + t * t / 3.0) * xp.exp(-t)
 
 

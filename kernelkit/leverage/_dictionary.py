@@ -1,13 +1,11 @@
 """The weighted RLS dictionary shared by SQUEAK and INK-ESTIMATE."""
 
-from contextlib import nullcontext
-
 import numpy as np
 from scipy import linalg
 from scipy.linalg import lapack
 
 from ..utils._linalg import SMALL_SOLVE
-from ..utils._threads import single_blas_thread
+from ..utils._threads import blas_threads_for
 from ._common import _take
 
 
@@ -46,9 +44,8 @@ def _concat(a, b, kern):
 
 
 def _blas_for(m):
-    """One BLAS thread for small dense factorizations (as ``solve_ridge``): two
-    OpenBLAS threads gain little there and stall badly whenever a core is busy."""
-    return single_blas_thread() if m < SMALL_SOLVE else nullcontext()
+    """BLAS threads for an ``m x m`` factorization: the one rule of ``utils._threads``."""
+    return blas_threads_for(m)
 
 
 def _factor(d, gamma_reg, qbar):
