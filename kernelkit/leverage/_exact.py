@@ -129,7 +129,7 @@ def effective_dimension(X, kernel="rbf", gamma_reg=1.0, *, gamma=None, degree=3,
     kern, pts = _kernel_eval_from_args(X, kernel, gamma, degree, coef0, kernel_params, backend)
     K = kern(pts)
     if kern.K is None:  # a precomputed matrix was checked already; a Gram matrix here
-        check_kernel_matrix(K, "the kernel's Gram matrix on X", square=False)
+        check_kernel_matrix(K, "K(X, X)", square=False)
     lam = np.clip(linalg.eigvalsh(K, overwrite_a=True, check_finite=False), 0.0, None)
     out = (lam[None, :] / (lam[None, :] + g.reshape(-1, 1))).sum(axis=1)
     return float(out[0]) if g.ndim == 0 else out.reshape(g.shape)

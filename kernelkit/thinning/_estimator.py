@@ -11,6 +11,7 @@ from sklearn.utils.validation import _check_sample_weight, validate_data
 from .._config import get_config
 from ..backend import get_backend, resolve_backend
 from ..kernels import resolve_kernel
+from ..utils._validation import check_weights
 from ._kernel import _AUTO_MMD_MAX_N, COMPRESS, VARIANTS, _Pool, _power_spec, _ThinKernel
 from ._kt import _check_psd, _compress, _compress_plan, _kt, _systematic_resample
 
