@@ -246,11 +246,11 @@ class KernelThinning(BaseEstimator):
                 raise ValueError(f"variant={self.variant!r} needs a kernelkit kernel with a "
                                  "power kernel (rbf, laplacian, matern); a callable kernel "
                                  "supports variant='target' only.")
-            kern = _ThinKernel(engine, X, budget, func=kernel)
+            kern = _ThinKernel(engine, X, budget, func=kernel, label=repr(kernel))
             _check_psd(kern, n)
             return kern, kern, None
         spec = op.spec
-        swap = _ThinKernel(engine, Xe, budget, terms=((1.0, spec),))
+        swap = _ThinKernel(engine, Xe, budget, terms=((1.0, spec),), label=repr(kernel))
         if spec.name not in ("rbf", "laplacian", "matern"):
             _check_psd(swap, n)
         if self.variant == "target":
@@ -258,7 +258,8 @@ class KernelThinning(BaseEstimator):
         power, alpha = _power_spec(spec, self.alpha, d, root=self.variant == "root")
         terms = ((1.0, power),) if self.variant in ("root", "power") else ((1.0, spec),
                                                                            (1.0, power))
-        return _ThinKernel(engine, Xe, budget, terms=terms), swap, alpha
+        return (_ThinKernel(engine, Xe, budget, terms=terms, label=f"{kernel!r} ({self.variant})"),
+                swap, alpha)
 
     def fit(self, X, y=None, sample_weight=None):
         """Select the coreset.
