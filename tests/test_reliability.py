@@ -7,6 +7,7 @@ estimators and functions.
 """
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -241,7 +242,6 @@ def test_kernel_thinning_huge_weights_equal_uniform_weights():
 
 
 # ------------------------------------------------- 8. distributed repeats
-@pytest.mark.slow
 def test_fit_disqueak_repeated_and_concurrent_calls():
     distributed = pytest.importorskip("dask.distributed")
     from concurrent.futures import ThreadPoolExecutor
@@ -351,3 +351,88 @@ def test_sparse_input():
     kc = kk.KernelRidgeClassifier(kernel="linear").fit(sp.csr_matrix(X), y2)
     np.testing.assert_array_equal(kc.predict(sp.csr_matrix(X)),
                                   kk.KernelRidgeClassifier(kernel="linear").fit(X, y2).predict(X))
+
+
+# ------------------------------------------------------------------ fuzz
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+# an error must name the argument at fault (or the kernel whose parameters are at fault)
+_ARG = re.compile(r"\b(X|Y|y|gamma|kernel|alpha|degree|coef0|sample_weight|weights_X|"
+                  r"n_components|m|qbar|gamma_reg|classes|Polynomial|RBF|Matern|NTK)\b")
+
+FUZZ_CASES = {
+    "KernelRidge-rbf": lambda X, y, b: kk.KernelRidge(kernel="rbf", backend=b).fit(X, y)
+    .predict(X),
+    "KernelRidge-poly": lambda X, y, b: kk.KernelRidge(kernel="poly", degree=2, backend=b)
+    .fit(X, y).predict(X),
+    "KernelRidgeClassifier": lambda X, y, b: kk.KernelRidgeClassifier(kernel="rbf", backend=b)
+    .fit(X, y > np.median(y)).decision_function(X),
+    "NTKRidge": lambda X, y, b: kk.NTKRidge(backend=b).fit(X, y).predict(X),
+    "SQUEAK": lambda X, y, b: SQUEAK(random_state=0, backend=b).fit(X).leverage_scores_,
+    "INKEstimate": lambda X, y, b: INKEstimate(random_state=0, backend=b).fit(X)
+    .leverage_scores_,
+    "RLSNystroem": lambda X, y, b: np.abs(RLSNystroem(n_components=3, random_state=0,
+                                                      backend=b).fit_transform(X)),
+    "ridge_leverage_scores": lambda X, y, b: ridge_leverage_scores(X, backend=b),
+    "effective_dimension": lambda X, y, b: effective_dimension(X, gamma_reg=[0.1, 10.0],
+                                                               backend=b),
+    "mmd": lambda X, y, b: mmd(X, X[::-1] * 0.5, gamma=0.7, backend=b),
+    "KernelThinning": lambda X, y, b: KernelThinning(m=1, random_state=0, backend=b)
+    .fit(X).coreset_indices_,
+}
+
+
+@st.composite
+def _fuzz_data(draw):
+    n, d = draw(st.integers(2, 20)), draw(st.integers(1, 4))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    X = rng.standard_normal((n, d)) * 10.0 ** draw(st.integers(-300, 300))
+    y = rng.standard_normal(n) * 10.0 ** draw(st.integers(-300, 300))
+    if draw(st.booleans()):
+        X[n // 2:] = X[0]  # duplicate rows
+    if draw(st.booleans()):
+        X[:, 0] = X[0, 0]  # a constant column
+    if draw(st.booleans()):
+        y[:] = y[0]  # constant target
+    dtype = draw(st.sampled_from([np.float64, np.float32]))
+    with np.errstate(over="ignore"):
+        return X.astype(dtype), y
+
+
+def _outcome(fn, X, y, backend):
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = fn(X, y, backend)
+    except (ValueError, TypeError) as exc:
+        assert _ARG.search(str(exc)), f"error names no argument: {exc!r}"
+        return type(exc)
+    out = np.asarray(out, dtype=np.float64)
+    assert np.all(np.isfinite(out)), out
+    return out
+
+
+@pytest.mark.parametrize("case", sorted(FUZZ_CASES))
+def test_fuzz_public_api(case):
+    """Random shapes, scales 1e-300..1e300, duplicates, constant columns and targets,
+    float32/float64: a finite result agreeing with the NumPy engine, or a ValueError /
+    TypeError naming an argument; any other exception, NaN or hang fails."""
+    fn = FUZZ_CASES[case]
+
+    @settings(max_examples=20, deadline=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(_fuzz_data())
+    def check(data):
+        X, y = data
+        ref = _outcome(fn, X, y, "numpy")
+        got = _outcome(fn, X, y, "numba")
+        if isinstance(ref, type) or isinstance(got, type):
+            assert ref is got, (ref, got)
+            return
+        tol = 1e-3 if X.dtype == np.float32 else 1e-6
+        scale = max(float(np.abs(ref).max()), np.finfo(float).tiny)
+        np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * scale)
+
+    check()
