@@ -4,8 +4,7 @@ import numpy as np
 from scipy import linalg
 from scipy.linalg import lapack
 
-from ..utils._linalg import SMALL_SOLVE
-from ..utils._threads import blas_threads_for
+from ..utils._threads import SMALL_PROBLEM, blas_threads_for
 from ._common import _take
 
 
@@ -105,7 +104,7 @@ def _query_scores(d, kern, pts, kdiag, gamma_reg, qbar):
         r1 = min(n, r0 + rows)
         C = kern(d.pts, _take(pts, slice(r0, r1)))
         C *= sw[:, None]
-        with _blas_for(len(d) if r1 - r0 < SMALL_SOLVE else SMALL_SOLVE):
+        with _blas_for(len(d) if r1 - r0 < SMALL_PROBLEM else SMALL_PROBLEM):
             Z = linalg.solve_triangular(L, C, lower=True, check_finite=False, overwrite_b=True)
         out[r0:r1] = kdiag[r0:r1] - np.einsum("ij,ij->j", Z, Z)
     return np.maximum(out / gamma_reg, 0.0)

@@ -282,8 +282,8 @@ class KernelThinning(BaseEstimator):
         m, delta, g = self._check_params(n)
         weights = None
         if sample_weight is not None:
-            weights = check_weights(_check_sample_weight(sample_weight, X, ensure_non_negative=True),
-                                    X.shape[0], "sample_weight")
+            weights = _check_sample_weight(sample_weight, X, ensure_non_negative=True)
+            weights = check_weights(weights, X.shape[0], "sample_weight")
         self.backend_ = resolve_backend(self.backend, X)
         engine = get_backend(self.backend_)
         budget = int(get_config()["working_memory"] * 2**20)

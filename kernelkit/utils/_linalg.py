@@ -6,9 +6,7 @@ import numpy as np
 from scipy import linalg
 from scipy.linalg import lapack
 
-from ._threads import single_blas_thread
-
-SMALL_SOLVE = 1500  # below this size a dense solve runs on one BLAS thread
+from ._threads import blas_threads_for
 
 
 def solve_ridge(K, Y, alpha):
@@ -37,11 +35,8 @@ def solve_ridge(K, Y, alpha):
     ValueError
         If the solution is not finite.
     """
-    n = K.shape[0]
-    if n < SMALL_SOLVE:
-        with single_blas_thread():
-            return _solve_ridge(K, Y, alpha)
-    return _solve_ridge(K, Y, alpha)
+    with blas_threads_for(K.shape[0]):  # the one thread-count rule (utils._threads)
+        return _solve_ridge(K, Y, alpha)
 
 
 def _solve_ridge(K, Y, alpha):
