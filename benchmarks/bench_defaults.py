@@ -169,6 +169,8 @@ def main(argv=None):
             runs = [run_case(name, n, seed, timeout=1800) for seed in range(reps)]
             res["rows"].append(median_of(runs))
             print(res["rows"][-1], flush=True)
+            if not args.quick:  # partial results survive an interrupted run
+                JSON_PATH.write_text(json.dumps(res, indent=2, default=float) + "\n")
     res["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
     section = render(res)
     print("\n" + section)

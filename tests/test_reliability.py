@@ -60,6 +60,19 @@ def test_squeak_default_is_practical():
     assert SQUEAK(qbar="theory", gamma=0.5).fit(X[:200]).qbar_ == kk.leverage.theory_qbar(200)
 
 
+@pytest.mark.slow
+def test_issue_example_default_squeak_on_8000_points():
+    """The issue's example: SQUEAK(kernel="rbf", gamma=0.5) on 8,000 standard-normal
+    points in 5-D kept all 8,000 points; the defaults keep a dictionary of about d_eff,
+    whose exact value (1e-3 n regularisation) sets the scale (computed densely here)."""
+    X = np.random.default_rng(0).standard_normal((8000, 5))
+    sq = SQUEAK(kernel="rbf", gamma=0.5, random_state=0).fit(X)
+    assert len(sq.dictionary_indices_) < 8000 / 10
+    lam = np.linalg.eigvalsh(_rbf(X, X, 0.5))
+    d_eff = float(np.sum(lam / (lam + sq.gamma_reg_)))
+    assert d_eff / 1.5 <= sq.effective_dim_ <= d_eff / 0.5
+
+
 def test_ink_and_nystroem_defaults_are_compact():
     X = np.random.default_rng(1).standard_normal((600, 3))
     ink = INKEstimate(gamma=0.5, random_state=0).fit(X)
@@ -175,8 +188,9 @@ def test_compiled_loops_terminate_on_nonfinite_input():
 
 
 # ------------------------------------------------- 5. succeeding wrong solves
+@pytest.mark.parametrize("alpha", [0.0, 1e-15])
 @pytest.mark.parametrize("seed", range(4))
-def test_ill_conditioned_solve_takes_stable_path(seed):
+def test_ill_conditioned_solve_takes_stable_path(seed, alpha):
     """Duplicated inputs with alpha=1e-15: Cholesky succeeds but its coefficients are
     wrong (predictions off by 15-80%); the condition estimate sends the solve to the
     eigen path, whose predictions are the duplicates' mean targets (projection of y on
@@ -185,7 +199,7 @@ def test_ill_conditioned_solve_takes_stable_path(seed):
     X = np.repeat(rng.standard_normal((15, 2)), 2, axis=0)
     y = rng.standard_normal(30)
     with pytest.warns(linalg.LinAlgWarning, match="alpha"):
-        pred = kk.KernelRidge(alpha=1e-15, kernel="rbf", gamma=0.5).fit(X, y).predict(X)
+        pred = kk.KernelRidge(alpha=alpha, kernel="rbf", gamma=0.5).fit(X, y).predict(X)
     np.testing.assert_allclose(pred, np.repeat(y.reshape(15, 2).mean(1), 2), atol=1e-8)
 
 
