@@ -17,9 +17,6 @@ Usage::
 import argparse
 import datetime
 import json
-import os
-import platform
-import resource
 import subprocess
 import sys
 import time
@@ -28,18 +25,21 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import write_section  # noqa: E402 (benchmarks/ is on sys.path)
+from _common import (  # noqa: E402 (benchmarks/ is on sys.path)
+    MD_HEADER,
+    MD_PATH,
+    git_state,
+    load_average,
+    machine_info,
+    machine_line,
+    peak_rss_mib,
+    reset_peak,
+    write_section,
+)
 
 HERE = Path(__file__).resolve().parent
 JSON_PATH = HERE / "results_defaults.json"
-MD_PATH = HERE / "RESULTS.md"
 SECTION = "## Default SQUEAK / RLSNystroem fits (bench_defaults.py)"
-MD_HEADER = """# kernelkit benchmark results
-
-Each section below is written by the benchmark script named in its heading;
-rerunning a script (`python benchmarks/<script>.py`) regenerates its own section
-and leaves the others alone.
-"""
 D = 5
 
 
@@ -54,7 +54,7 @@ def case(name, n, seed):
     SQUEAK(random_state=0).fit(warm)
     RLSNystroem(n_components=10, random_state=0).fit(warm)
     X = np.random.default_rng(seed).standard_normal((n, D))
-    base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    base_mib = peak_rss_mib() if reset_peak() else None
     t0 = time.perf_counter()
     if name == "squeak":
         est = SQUEAK(random_state=seed).fit(X)
@@ -72,9 +72,11 @@ def case(name, n, seed):
         est = Nystroem(random_state=seed).fit(X)
         extra = {"dictionary": int(est.components_.shape[0])}
     fit_s = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return {"case": name, "n": n, "fit_s": fit_s, "peak_rss_bytes": peak,
-            "rss_before_fit_bytes": base_rss, "data_bytes": X.nbytes, **extra}
+    peak = peak_rss_mib()
+    return {"case": name, "n": n, "fit_s": fit_s,
+            "peak_rss_bytes": None if peak is None else peak * 2**20,
+            "rss_before_fit_bytes": None if base_mib is None else base_mib * 2**20,
+            "data_bytes": X.nbytes, **extra}
 
 
 def run_case(name, n, seed, timeout):
@@ -95,36 +97,17 @@ def median_of(runs):
     return med
 
 
-def machine_info():
-    import numba
-    import scipy
-    import sklearn
-
-    import kernelkit
-
-    cpu = platform.processor() or ""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")),
-                       cpu)
-    except OSError:
-        pass
-    return {"cpu_model": cpu, "cpu_count": os.cpu_count(), "python": platform.python_version(),
-            "versions": {"kernelkit": kernelkit.__version__, "numpy": np.__version__,
-                         "scipy": scipy.__version__, "scikit-learn": sklearn.__version__,
-                         "numba": numba.__version__}}
-
-
 def render(res):
+    loads = (res["loadavg_before"], res.get("loadavg_after", res["loadavg_before"]))
     lines = [SECTION, "",
-             f"Run {res['timestamp']} on {res['machine']['cpu_model']} "
-             f"({res['machine']['cpu_count']} CPUs), load average (1 min) "
-             f"{res['loadavg_before'][0]} before / {res['loadavg_after'][0]} after "
-             "(the machine is shared: times scale with the load; the dictionary sizes do "
-             "not). Standard-normal points in 5-D; all defaults (rbf, gamma = 1/5); each fit "
-             "in a fresh process; median of the repeats.", "",
+             machine_line(res["machine"], loads, res["timestamp"],
+                          (res.get("git") or {}).get("commit")),
+             "The machine is shared: times scale with its load, the dictionary sizes do not. "
+             "Standard-normal points in 5-D; all defaults (rbf, gamma = 1/5) but "
+             "`random_state`; each fit in a fresh process after a 300-point warm-up (Numba's "
+             "cached code loaded); median of the repeats at 1e4, one run above.", "",
              "| estimator | n | fit time (s) | dictionary / components | gamma_reg | "
-             "d_eff estimate | peak memory (MB) | data (MB) |",
+             "d_eff estimate | peak memory (MiB) | data (MiB) |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     label = {"squeak": "SQUEAK() (qbar=auto=4, gamma_reg=auto=1e-3 n)",
              "squeak_old_defaults": "SQUEAK(qbar='theory', gamma_reg=1) (old defaults)",
@@ -136,11 +119,13 @@ def render(res):
             continue
         g = f"{r['gamma_reg']:.4g}" if r.get("gamma_reg") is not None else ""
         de = f"{r['d_eff']:.1f}" if r.get("d_eff") is not None else ""
+        peak = "" if r.get("peak_rss_bytes") is None else f"{r['peak_rss_bytes'] / 2**20:.0f}"
         lines.append(f"| {label[r['case']]} | {r['n']:,} | {r['fit_s']:.2f} | "
-                     f"{r['dictionary']:,} | {g} | {de} | {r['peak_rss_bytes'] / 1e6:.0f} | "
-                     f"{r['data_bytes'] / 1e6:.0f} |")
-    lines += ["", "Peak memory is the fitting process's maximum resident set (Python, NumPy, "
-              "Numba and the data included). Raw numbers: `benchmarks/results_defaults.json`.",
+                     f"{r['dictionary']:,} | {g} | {de} | {peak} | "
+                     f"{r['data_bytes'] / 2**20:.1f} |")
+    lines += ["", "Peak memory is the fitting process's maximum resident set during the fit "
+              "(Python, NumPy, Numba and the data included). A row marked stopped did not "
+              "finish within its time limit. Raw numbers: `benchmarks/results_defaults.json`.",
               ""]
     return "\n".join(lines)
 
@@ -149,6 +134,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="2,000 points; write no files")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--render", action="store_true",
+                        help="rewrite the RESULTS.md section from results_defaults.json")
     parser.add_argument("--_case", help=argparse.SUPPRESS)
     parser.add_argument("--_n", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--_seed", type=int, default=0, help=argparse.SUPPRESS)
@@ -156,10 +143,16 @@ def main(argv=None):
     if args._case:
         print(json.dumps(case(args._case, args._n, args._seed), default=float))
         return
+    if args.render:
+        res = json.loads(JSON_PATH.read_text())
+        res.setdefault("machine", machine_info())
+        write_section(MD_PATH, SECTION, MD_HEADER, render(res))
+        print(render(res))
+        return
     sizes = [2000] if args.quick else [10**4, 10**5, 10**6]
     res = {"timestamp": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-           "quick": args.quick, "loadavg_before": [round(x, 2) for x in os.getloadavg()],
-           "machine": machine_info(), "rows": []}
+           "quick": args.quick, "loadavg_before": [round(x, 2) for x in load_average()],
+           "machine": machine_info(peers=("scikit-learn",)), "git": git_state(), "rows": []}
     for n in sizes:
         cases = ["squeak", "rls_nystroem", "sk_nystroem"]
         if n == sizes[0]:
@@ -171,7 +164,7 @@ def main(argv=None):
             print(res["rows"][-1], flush=True)
             if not args.quick:  # partial results survive an interrupted run
                 JSON_PATH.write_text(json.dumps(res, indent=2, default=float) + "\n")
-    res["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
+    res["loadavg_after"] = [round(x, 2) for x in load_average()]
     section = render(res)
     print("\n" + section)
     if args.quick:
