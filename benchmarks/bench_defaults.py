@@ -17,6 +17,7 @@ Usage::
 import argparse
 import datetime
 import json
+import os
 import subprocess
 import sys
 import time
@@ -105,7 +106,8 @@ def render(res):
              "The machine is shared: times scale with its load, the dictionary sizes do not. "
              "Standard-normal points in 5-D; all defaults (rbf, gamma = 1/5) but "
              "`random_state`; each fit in a fresh process after a 300-point warm-up (Numba's "
-             "cached code loaded); median of the repeats at 1e4, one run above.", "",
+             "cached code loaded); median of the repeats at 1e4, one run above. Thread "
+             f"settings of the run: {res.get('run_env', {})}.", "",
              "| estimator | n | fit time (s) | dictionary / components | gamma_reg | "
              "d_eff estimate | peak memory (MiB) | data (MiB) |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -145,14 +147,16 @@ def main(argv=None):
         return
     if args.render:
         res = json.loads(JSON_PATH.read_text())
-        res.setdefault("machine", machine_info())
+        if "blas_summary" not in res.get("machine", {}):  # written by an older version
+            res["machine"] = machine_info(peers=("scikit-learn",))
         write_section(MD_PATH, SECTION, MD_HEADER, render(res))
         print(render(res))
         return
     sizes = [2000] if args.quick else [10**4, 10**5, 10**6]
     res = {"timestamp": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
            "quick": args.quick, "loadavg_before": [round(x, 2) for x in load_average()],
-           "machine": machine_info(peers=("scikit-learn",)), "git": git_state(), "rows": []}
+           "machine": machine_info(peers=("scikit-learn",)), "git": git_state(), "rows": [],
+           "run_env": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}}
     for n in sizes:
         cases = ["squeak", "rls_nystroem", "sk_nystroem"]
         if n == sizes[0]:
