@@ -359,7 +359,7 @@ def test_sparse_input():
     for fmt in (sp.csr_matrix, sp.csc_matrix):
         got = kk.KernelRidge(kernel="rbf", gamma=0.4).fit(fmt(X), y).predict(fmt(X[:9]))
         np.testing.assert_allclose(got, dense, rtol=1e-9)
-    with pytest.raises(TypeError, match="dense X"):
+    with pytest.raises(TypeError, match="dense"):
         kk.KernelRidge(kernel="matern").fit(sp.csr_matrix(X), y)
     y2 = (y > 0).astype(int)
     kc = kk.KernelRidgeClassifier(kernel="linear").fit(sp.csr_matrix(X), y2)

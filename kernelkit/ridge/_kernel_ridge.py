@@ -16,7 +16,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ..backend import resolve_backend
-from ..kernels import NTK, is_precomputed, make_kernel
+from ..kernels import NTK, Kernel, is_precomputed, make_kernel
 from ..kernels._resolve import KernelOperator
 from ..utils._linalg import solve_ridge
 from ..utils._validation import check_kernel_matrix
@@ -45,6 +45,15 @@ class _KernelRidgeBase(BaseEstimator):
 
     def _precomputed(self):
         return is_precomputed(getattr(self, "kernel", None))
+
+    def _sparse_ok(self):
+        """Sparse X is taken where scikit-learn can evaluate the kernel on it."""
+        from sklearn.metrics.pairwise import kernel_metrics
+
+        k = getattr(self, "kernel", None)
+        if isinstance(k, str):
+            return k in kernel_metrics() or is_precomputed(k)
+        return callable(k) and not isinstance(k, Kernel)
 
     def _operator(self, sparse=False):
         """The fitted kernel on the fitted engine (the one resolver)."""
@@ -79,7 +88,8 @@ class _KernelRidgeBase(BaseEstimator):
 
     def _decision(self, X):
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=np.float64, accept_sparse=_SPARSE)
+        X = validate_data(self, X, reset=False, dtype=np.float64,
+                          accept_sparse=_SPARSE if self._sparse_ok() else False)
         if self._precomputed():
             return X @ self.dual_coef_
         sparse = sp.issparse(X) or sp.issparse(self.X_fit_)
@@ -91,6 +101,7 @@ class _KernelRidgeBase(BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.pairwise = self._precomputed()
+        tags.input_tags.sparse = self._sparse_ok()
         return tags
 
 
@@ -203,7 +214,8 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
         self : object
         """
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=np.float64,
-                             ensure_min_samples=2, accept_sparse=_SPARSE)
+                             ensure_min_samples=2,
+                             accept_sparse=_SPARSE if self._sparse_ok() else False)
         return self._fit_targets(X, y, sample_weight)
 
     def predict(self, X):
@@ -238,7 +250,7 @@ class _ClassifierMixin(ClassifierMixin):
         self : object
         """
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2,
-                             accept_sparse=_SPARSE)
+                             accept_sparse=_SPARSE if self._sparse_ok() else False)
         check_classification_targets(y)
         if np.unique(y).shape[0] < 2:  # as scikit-learn's classifiers
             raise ValueError("The number of classes has to be greater than one; got 1 class "
