@@ -4,30 +4,11 @@ import math
 
 import numpy as np
 
-from .backend import is_cupy_array, resolve_backend
+from .backend import resolve_backend
 from .kernels import resolve_kernel
-from .utils._validation import check_pair
+from .utils._validation import check_bool, check_pair, check_weights
 
 __all__ = ["mmd"]
-
-
-def _check_weights(w, n, name):
-    """Normalised float64 weights (sum 1), or None for equal weights."""
-    if w is None:
-        return None
-    w = np.asarray(w.get() if is_cupy_array(w) else w)
-    if w.ndim != 1 or w.shape[0] != n:
-        raise ValueError(f"{name} must be a 1-D array of length {n} (one weight per row), got "
-                         f"shape {w.shape}.")
-    if w.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must be numeric, got dtype {w.dtype}.")
-    w = w.astype(np.float64)
-    if not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise ValueError(f"{name} must be finite and non-negative.")
-    total = w.sum()
-    if not total > 0:
-        raise ValueError(f"{name} must have a positive sum.")
-    return w / total
 
 
 def mmd(X, Y, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None,
@@ -88,6 +69,8 @@ def mmd(X, Y, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None
         On NaN/inf, empty or non-2-D samples, different feature counts, an unknown kernel
         or an invalid kernel parameter, invalid weights, or ``unbiased=True`` with a
         sample whose weight sits on a single point.
+    TypeError
+        If ``unbiased`` or ``squared`` is not a bool.
 
     Examples
     --------
@@ -102,10 +85,12 @@ def mmd(X, Y, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None
                          "and the kernel that compares them.")
     if Y is None:
         raise ValueError("Y must be an array of samples, got None.")
+    unbiased = check_bool(unbiased, "unbiased")
+    squared = check_bool(squared, "squared")
     X, Y = check_pair(X, Y, "X", "Y")
     n, m = X.shape[0], Y.shape[0]
-    a = _check_weights(weights_X, n, "weights_X")
-    b = _check_weights(weights_Y, m, "weights_Y")
+    a = check_weights(weights_X, n, "weights_X")
+    b = check_weights(weights_Y, m, "weights_Y")
     a = np.full(n, 1.0 / n) if a is None else a
     b = np.full(m, 1.0 / m) if b is None else b
     op = resolve_kernel(kernel, gamma, degree, coef0, kernel_params, n_features=X.shape[1],

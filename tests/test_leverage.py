@@ -155,7 +155,8 @@ def test_squeak_spectral_guarantee_and_accuracy(bc):
     Kp = K[:, idx] @ np.linalg.pinv(K[np.ix_(idx, idx)], rtol=1e-12) @ K[idx]
     assert np.linalg.eigvalsh(K - Kp)[-1] <= GAMMA_REG / (1 - EPS)
     # epsilon-accuracy (Definition 1) with Theorem 1's qbar, and it improves with qbar
-    sq_auto = SQUEAK(gamma_reg=GAMMA_REG, epsilon=EPS, gamma=g, random_state=0).fit(X)
+    sq_auto = SQUEAK(gamma_reg=GAMMA_REG, epsilon=EPS, qbar="theory", gamma=g,
+                     random_state=0).fit(X)
     assert sq_auto.qbar_ == theory_qbar(len(X), EPS, 0.1)
     assert sq_auto.dictionary_multiplicities_.sum() <= 3 * sq_auto.qbar_ * tau.sum()
     acc_auto = _accuracy(K, sq_auto.dictionary_indices_, sq_auto.dictionary_weights_,
@@ -407,7 +408,7 @@ def test_bad_input_errors(bc):
     for eps in (0.0, 1.0, 1.5, -0.1):
         with pytest.raises(ValueError, match="epsilon"):
             SQUEAK(epsilon=eps).fit(X)
-    for qbar in (0, 2.5, "theory", True):
+    for qbar in (0, 2.5, "theorem", True):
         with pytest.raises(ValueError, match="qbar"):
             SQUEAK(qbar=qbar).fit(X)
     with pytest.raises(ValueError, match="sampler"):

@@ -111,7 +111,7 @@ def test_inputs_are_not_modified(samples):
     ({"Y": np.array([[np.inf, 1.0]])}, "infinity"),
     ({"X": np.empty((0, 2))}, "0 sample"),
     ({"Y": np.ones((3, 3))}, "features"),
-    ({"kernel": "sigmoid"}, "kernel"),
+    ({"kernel": "no-such-kernel"}, "kernel"),  # sigmoid is a scikit-learn name now
     ({"kernel": "precomputed"}, "precomputed"),
     ({"gamma": -1.0}, "gamma"),
     ({"weights_X": np.ones(3)}, "weights_X"),

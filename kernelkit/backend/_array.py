@@ -445,6 +445,13 @@ class ArrayBackend:
         return self.pairwise(spec, X, Y)
 
 
+def _no_overflow_warning(xp):
+    import contextlib
+
+    errstate = getattr(xp, "errstate", None)
+    return errstate(over="ignore") if errstate is not None else contextlib.nullcontext()
+
+
 def stationary_from_sqdist(xp, code, d2, gamma):
     """Stationary kernel value from squared Euclidean distance ``d2`` (reference).
 
@@ -454,13 +461,15 @@ def stationary_from_sqdist(xp, code, d2, gamma):
     """
     if code == 0:
         return xp.exp(-gamma * d2)
-    r = xp.sqrt(2.0 * (gamma * d2))  # this order: no 0 * inf when gamma is huge
+    with _no_overflow_warning(xp):  # gamma * d2 may overflow to inf: the value is then 0
+        r = xp.sqrt(2.0 * (gamma * d2))  # this order: no 0 * inf when gamma is huge
     if code == 1:
         return xp.exp(-r)
+    # t capped where exp(-t) is already exactly 0: an infinite distance gives 0, not inf * 0
     if code == 2:
-        t = math.sqrt(3.0) * r
+        t = xp.minimum(math.sqrt(3.0) * r, 1e3)
         return (1.0 + t) * xp.exp(-t)
-    t = math.sqrt(5.0) * r
+    t = xp.minimum(math.sqrt(5.0) * r, 1e3)
     return (1.0 + t + t * t / 3.0) * xp.exp(-t)
 
 

@@ -60,10 +60,10 @@ if (code == 0) {
     if (code == 1) {
         g = exp(-r);
     } else if (code == 2) {
-        const double t = 1.7320508075688772 * r;
+        const double t = fmin(1.7320508075688772 * r, 1e3);  // exp(-t) == 0 beyond: no inf * 0
         g = (1.0 + t) * exp(-t);
     } else {
-        const double t = 2.23606797749979 * r;
+        const double t = fmin(2.23606797749979 * r, 1e3);
         g = (1.0 + t + t * t / 3.0) * exp(-t);
     }
 }

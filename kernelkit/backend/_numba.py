@@ -21,6 +21,7 @@ from ._numpy import NumpyBackend
 _PI = math.pi
 _SQRT3 = math.sqrt(3.0)
 _SQRT5 = math.sqrt(5.0)
+_T_MAX = 1e3  # exp(-t) == 0.0 in float64 beyond ~745
 
 
 @nb.njit(inline="always", cache=True)
@@ -37,10 +38,11 @@ def _stationary_value(code, d2, gamma):
     r = math.sqrt(2.0 * (gamma * d2))  # this order: no 0 * inf when gamma is huge
     if code == 1:
         return math.exp(-r)
+    # t capped where exp(-t) is already exactly 0: an infinite distance gives 0, not inf * 0
     if code == 2:
-        t = _SQRT3 * r
+        t = min(_SQRT3 * r, _T_MAX)
         return (1.0 + t) * math.exp(-t)
-    t = _SQRT5 * r
+    t = min(_SQRT5 * r, _T_MAX)
     return (1.0 + t + t * t / 3.0) * math.exp(-t)
 
 

@@ -96,7 +96,9 @@ def fit_disqueak(estimator, X, *, client, n_partitions=None):
     leaf_seeds, merge_seeds = _seeds(estimator.random_state, k)
     backend = estimator.backend_
 
-    data = client.scatter([_take(pts, part) for part in parts])
+    # hash=False: content-hashed keys of a repeated call collide with the released futures
+    # of the previous call ("lost dependencies")
+    data = client.scatter([_take(pts, part) for part in parts], hash=False)
     futures = [client.submit(_squeak_sequential, part, fut, kern, gamma_reg, eps, qbar,
                              estimator.block_size, seed, backend, pure=False)
                for part, fut, seed in zip(parts, data, leaf_seeds, strict=True)]

@@ -111,19 +111,75 @@ class Kernel(_GPKernel):
         return f"{type(self).__name__}({args})"
 
 
+def _host(A):
+    """A host float64 array, or a SciPy sparse matrix left sparse (for sklearn kernels)."""
+    import scipy.sparse as sp
+
+    return A if sp.issparse(A) else np.asarray(A, dtype=np.float64)
+
+
 class _CallableKernel:
-    """A user callable or foreign kernel evaluated on the host (no engine)."""
+    """A user callable or foreign kernel evaluated on the host (no engine).
+
+    Two calling conventions are accepted and told apart on the first block:
+    kernelkit's (and scikit-learn GP kernels') ``f(X, Y, **kernel_params)`` returning
+    the ``(n_X, n_Y)`` matrix, and scikit-learn's ``pairwise_kernels`` convention for
+    ``KernelRidge`` / ``Nystroem``, ``f(x, y, **kernel_params)`` of two rows returning a
+    number. A callable that, given two blocks, raises or returns anything but an
+    ``(n_X, n_Y)`` array is taken as a row function from then on (evaluated pair by
+    pair through :func:`sklearn.metrics.pairwise.pairwise_kernels`, slow).
+    """
 
     def __init__(self, func, params):
         self.func, self.params = func, params
+        self.rows = None  # None: convention not known yet; True: row function
 
-    def __call__(self, X, Y):
-        K = np.asarray(self.func(X, Y, **self.params), dtype=np.float64)
-        if K.shape != (X.shape[0], Y.shape[0]):
-            raise ValueError(f"kernel callable returned shape {K.shape}, expected "
-                             f"{(X.shape[0], Y.shape[0])}.")
+    def _rowwise(self, X, Y, same):
+        from sklearn.metrics.pairwise import pairwise_kernels
+
+        return np.asarray(pairwise_kernels(X, None if same else Y, metric=self.func,
+                                           **self.params), dtype=np.float64)
+
+    def __call__(self, X, Y, same=False):
+        shape = (X.shape[0], Y.shape[0])
+        if self.rows:
+            K = self._rowwise(X, Y, same)
+        else:
+            try:
+                K = np.asarray(self.func(X, Y, **self.params), dtype=np.float64)
+            except Exception:
+                if self.rows is False:
+                    raise
+                K = None
+            if self.rows is None and (K is None or K.shape != shape):
+                self.rows = True
+                K = self._rowwise(X, Y, same)
+            else:
+                self.rows = False
+        if K.shape != shape:
+            raise ValueError(f"kernel callable returned shape {K.shape}, expected {shape}.")
         if not np.all(np.isfinite(K)):
             raise ValueError("kernel callable returned NaN or infinite values.")
         return K
 
 
+class _PairwiseKernel(_CallableKernel):
+    """A kernel of :func:`sklearn.metrics.pairwise.kernel_metrics` (e.g. ``chi2``,
+    ``additive_chi2``, ``sigmoid``) computed by scikit-learn on the host; accepts
+    SciPy sparse inputs as scikit-learn does."""
+
+    def __init__(self, metric, params):
+        super().__init__(metric, params)
+        self.rows = False
+
+    def __call__(self, X, Y, same=False):
+        from sklearn.metrics.pairwise import pairwise_kernels
+
+        K = np.asarray(pairwise_kernels(X, None if same else Y, metric=self.func,
+                                        filter_params=True, **self.params), dtype=np.float64)
+        if not np.all(np.isfinite(K)):
+            raise ValueError(f"the kernel {self.func!r} produced NaN or infinite values.")
+        return K
+
+    def __repr__(self):
+        return f"{self.func!r} (scikit-learn) with {self.params!r}"

@@ -12,7 +12,7 @@ import numpy as np
 
 from .._config import get_config
 from ..backend import get_backend
-from ._base import Kernel, _CallableKernel
+from ._base import Kernel, _CallableKernel, _host, _PairwiseKernel
 
 __all__ = ["KernelOperator", "resolve_kernel", "is_precomputed", "make_kernel"]
 
@@ -84,8 +84,8 @@ class KernelOperator:
             eng = self.engine
             K = eng.pairwise(self.spec, eng.asarray(X), None if Y is None else eng.asarray(Y))
         else:
-            X = np.asarray(X, np.float64)
-            K = self.kernel(X, X if Y is None else np.asarray(Y, np.float64))
+            X = _host(X)
+            K = self.kernel(X, X if Y is None else _host(Y), same=Y is None)
         K = self._checked(K)
         return K if dtype is None else K.astype(dtype, copy=False)
 
@@ -99,7 +99,7 @@ class KernelOperator:
             eng = self.engine
             out = eng.matmul(self.spec, eng.asarray(X), eng.asarray(Y), eng.asarray(W))
             return self._checked(out)
-        X, Y = np.asarray(X, np.float64), np.asarray(Y, np.float64)
+        X, Y = _host(X), _host(Y)
         W = np.asarray(W, np.float64)
         out = np.empty((X.shape[0],) + W.shape[1:])
         rows = max(1, int(_budget_bytes() // (8 * max(1, Y.shape[0]))))
@@ -113,14 +113,30 @@ class KernelOperator:
             eng = self.engine
             d = np.asarray(eng.to_host(eng.diag(self.spec, eng.asarray(X))), np.float64)
             return self._checked(d)
-        X = np.asarray(X, np.float64)
+        X = _host(X)
         out = np.empty(X.shape[0])
         for r0 in range(0, X.shape[0], 256):
             out[r0:r0 + 256] = np.diagonal(self.block(X[r0:r0 + 256]))
         return out
 
 
-def make_kernel(kernel, gamma=None, degree=3, coef0=1, kernel_params=None):
+def _sklearn_kernel(kernel, gamma, degree, coef0, params):
+    """A kernel name of scikit-learn's ``kernel_metrics()`` evaluated by scikit-learn, with
+    the parameters that kernel takes (None ones left to scikit-learn's defaults)."""
+    from sklearn.metrics.pairwise import KERNEL_PARAMS
+
+    names = KERNEL_PARAMS[kernel]
+    given = {"gamma": gamma, "degree": degree, "coef0": coef0}
+    args = {k: v for k, v in given.items() if k in names and v is not None}
+    unknown = set(params) - set(names)
+    if unknown:
+        raise ValueError(f"kernel_params {sorted(unknown)} are not parameters of kernel "
+                         f"{kernel!r} (it takes {sorted(names)}).")
+    args.update(params)
+    return _PairwiseKernel(kernel, args)
+
+
+def make_kernel(kernel, gamma=None, degree=3, coef0=1, kernel_params=None, *, sparse=False):
     """Turn an estimator's kernel parameters into a kernel object.
 
     Parameters
@@ -134,6 +150,14 @@ def make_kernel(kernel, gamma=None, degree=3, coef0=1, kernel_params=None):
     kernel_params : dict, default=None
         Further keyword arguments of the named kernel (e.g. ``nu``, ``depth``) or
         of the callable.
+    sparse : bool, default=False
+        Whether the inputs are SciPy sparse matrices: a name of scikit-learn's
+        :func:`~sklearn.metrics.pairwise.kernel_metrics` is then evaluated by
+        scikit-learn (which accepts sparse input); other kernels raise.
+
+    Names of :func:`sklearn.metrics.pairwise.kernel_metrics` that kernelkit does not
+    compute itself (``additive_chi2``, ``chi2``, ``sigmoid``) are evaluated by
+    scikit-learn on the host, with the parameters scikit-learn gives them.
 
     Returns
     -------
@@ -148,13 +172,23 @@ def make_kernel(kernel, gamma=None, degree=3, coef0=1, kernel_params=None):
 
     params = dict(kernel_params or {})
     if isinstance(kernel, Kernel):
+        if sparse:
+            raise TypeError("a kernelkit Kernel object needs dense X; pass X.toarray().")
         if params:
             return kernel.clone_with_theta(kernel.theta).set_params(**params)
         return kernel
     if isinstance(kernel, str):
+        from sklearn.metrics.pairwise import kernel_metrics
+
+        if kernel in kernel_metrics() and (sparse or kernel not in KERNELS):
+            return _sklearn_kernel(kernel, gamma, degree, coef0, params)
         if kernel not in KERNELS:
-            raise ValueError(f"kernel must be one of {sorted(KERNELS)}, 'precomputed', a "
-                             f"kernelkit Kernel or a callable, got {kernel!r}.")
+            raise ValueError(f"kernel must be one of {sorted(set(KERNELS) | set(kernel_metrics()))}"
+                             f", 'precomputed', a kernelkit Kernel or a callable, got {kernel!r}.")
+        if sparse:
+            raise TypeError(f"kernel={kernel!r} needs dense X; sparse X works with the kernels "
+                            f"of scikit-learn's kernel_metrics() {sorted(kernel_metrics())}, a "
+                            "callable, or 'precomputed'. Pass X.toarray().")
         cls = KERNELS[kernel]
         names = set(cls().get_params())
         given = {"gamma": gamma, "degree": degree, "coef0": coef0}
@@ -171,7 +205,7 @@ def make_kernel(kernel, gamma=None, degree=3, coef0=1, kernel_params=None):
 
 
 def resolve_kernel(kernel, gamma=None, degree=3, coef0=1, kernel_params=None, *, n_features,
-                   backend):
+                   backend, sparse=False):
     """The one resolver: an estimator's kernel parameters -> :class:`KernelOperator`.
 
     Parameters
@@ -179,7 +213,7 @@ def resolve_kernel(kernel, gamma=None, degree=3, coef0=1, kernel_params=None, *,
     kernel : str, Kernel or callable
         As :func:`make_kernel`; ``"precomputed"`` is rejected here (check
         :func:`is_precomputed` first: the kernel matrix is then the input itself).
-    gamma, degree, coef0, kernel_params
+    gamma, degree, coef0, kernel_params, sparse
         As :func:`make_kernel`.
     n_features : int
         Number of input features (validates parameters that depend on it).
@@ -199,5 +233,5 @@ def resolve_kernel(kernel, gamma=None, degree=3, coef0=1, kernel_params=None, *,
     if is_precomputed(kernel):
         raise ValueError("kernel='precomputed' has no kernel to evaluate: pass the kernel "
                          "matrix as X.")
-    return KernelOperator(make_kernel(kernel, gamma, degree, coef0, kernel_params), n_features,
-                          backend)
+    return KernelOperator(make_kernel(kernel, gamma, degree, coef0, kernel_params, sparse=sparse),
+                          n_features, backend)

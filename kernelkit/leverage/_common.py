@@ -4,12 +4,11 @@ import math
 from numbers import Integral
 
 import numpy as np
-from scipy import linalg
 
 from .._config import get_config
 from ..backend import resolve_backend
 from ..kernels import is_precomputed, resolve_kernel
-from ..utils._validation import check_input, check_scalar_param
+from ..utils._validation import check_input, check_kernel_matrix, check_scalar_param
 
 # Theorem 1 of Calandriello et al. (2017): qbar >= 39 alpha log(2n / delta) / eps^2.
 THEORY_CONSTANT = 39.0
@@ -19,6 +18,13 @@ _INK_CHUNK = 256  # arriving points whose kernel block INK-ESTIMATE computes at 
 # a dictionary point's estimate counts its own weight q / (qbar p~), which grows as p~
 # shrinks, so p~ <- (1 - eps) tau~ can spiral to 0 when q / qbar >= 1 - eps.
 _MIN_SAMPLER_QBAR = 4
+# Defaults for the data sizes the samplers exist for (1e4 - 1e6 points), not Theorem 1's
+# worst case (whose qbar is in the hundreds and keeps nearly every point below ~1e6):
+# qbar="auto" is the smallest safe oversampling, gamma_reg="auto" a normalised ridge
+# penalty lambda = gamma_reg / n of 1e-3, so d_eff (hence the dictionary) stays fixed
+# as n grows (the papers take gamma_reg = n lambda for the same reason).
+PRACTICAL_QBAR = _MIN_SAMPLER_QBAR
+AUTO_LAMBDA = 1e-3
 _SAMPLERS = ("squeak", "ink", "exact", "uniform")
 
 
@@ -76,32 +82,28 @@ def theory_qbar(n_samples, epsilon=0.5, delta=0.1):
 
 
 def _resolve_qbar(qbar, n, eps, delta):
+    """``"auto"``: the practical :data:`PRACTICAL_QBAR`; ``"theory"``: :func:`theory_qbar`."""
     if isinstance(qbar, str) and qbar == "auto":
+        return PRACTICAL_QBAR
+    if isinstance(qbar, str) and qbar == "theory":
         return theory_qbar(n, eps, delta)
     if isinstance(qbar, bool) or not isinstance(qbar, Integral) or qbar < 1:
-        raise ValueError(f"qbar must be 'auto' or an integer >= 1, got {qbar!r}.")
+        raise ValueError(f"qbar must be 'auto', 'theory' or an integer >= 1, got {qbar!r}.")
     return int(qbar)
 
 
+def _resolve_gamma_reg(value, n):
+    """``"auto"``: ``AUTO_LAMBDA * n`` (at least 1e-3); else a checked positive float."""
+    if isinstance(value, str) and value == "auto":
+        return max(AUTO_LAMBDA * n, 1e-3)
+    if isinstance(value, str):
+        raise ValueError(f"gamma_reg must be 'auto' or a float > 0, got {value!r}.")
+    return _check_gamma_reg(value)
+
+
 def _check_precomputed(K, name="X"):
-    """A precomputed kernel matrix must be square, symmetric and PSD."""
-    n = K.shape[0]
-    if K.ndim != 2 or K.shape[1] != n:
-        raise ValueError(f"kernel='precomputed' needs a square {name} (the n x n kernel "
-                         f"matrix), got shape {K.shape}.")
-    scale = max(float(np.abs(K).max()), np.finfo(np.float64).tiny)
-    if not np.allclose(K, K.T, rtol=1e-7, atol=1e-10 * scale):
-        raise ValueError(f"{name} is not symmetric: a precomputed kernel matrix must be "
-                         "symmetric positive semi-definite.")
-    diag = np.diagonal(K)
-    # PSD check on (a regular sample of) principal submatrices, which are PSD when K is
-    rows = np.unique(np.linspace(0, n - 1, min(n, 1000)).astype(np.int64))
-    sub = K[np.ix_(rows, rows)]
-    lam_min = float(linalg.eigvalsh(sub, subset_by_index=[0, 0], check_finite=False)[0])
-    if np.any(diag < -1e-12 * scale) or lam_min < -1e-6 * scale * len(rows):
-        raise ValueError(f"{name} is not positive semi-definite (smallest eigenvalue "
-                         f"{min(lam_min, float(diag.min())):.3g}): a precomputed kernel "
-                         "matrix must be symmetric positive semi-definite.")
+    """A precomputed kernel matrix: the one rule of :func:`check_kernel_matrix`."""
+    check_kernel_matrix(K, name)
 
 
 # ------------------------------------------------------------ kernel evaluation
@@ -177,12 +179,13 @@ _KERNEL_DOC = """kernel : str, Kernel or callable, default="rbf"
     kernel_params : dict, default=None
         Further parameters of the named kernel or of the callable."""
 
-_COMMON_DOC = """gamma_reg : float > 0, default=1.0
+_COMMON_DOC = """gamma_reg : float > 0 or "auto", default="auto"
         The papers' ridge regularisation gamma, applied to the unnormalised kernel
         matrix: the RLS are ``tau_i = [K (K + gamma_reg I)^{-1}]_ii``. It equals
         ``KernelRidge``'s ``alpha`` and ``n * lambda`` for a normalised ridge penalty
         ``lambda``; since ``K``'s eigenvalues grow like ``n``, keep ``d_eff`` fixed as
-        ``n`` grows with ``gamma_reg = n * lambda``. Larger values give smaller
+        ``n`` grows with ``gamma_reg = n * lambda``. "auto" is ``1e-3 * n`` (``lambda =
+        1e-3``), resolved in ``fit`` into ``gamma_reg_``. Larger values give smaller
         dictionaries.
     epsilon : float in (0, 1), default=0.5
         Accuracy epsilon of the papers: with an epsilon-accurate dictionary the
@@ -190,18 +193,19 @@ _COMMON_DOC = """gamma_reg : float > 0, default=1.0
         ``alpha = (1 + epsilon) / (1 - epsilon)``, and the Nyström approximation
         ``K~`` of the dictionary satisfies ``0 <= K - K~ <= gamma_reg / (1 - epsilon) I``.
         0.5 is the value the papers' guarantees are usually instantiated with.
-    qbar : int >= 1 or "auto", default="auto"
+    qbar : int >= 1, "auto" or "theory", default="auto"
         Oversampling q-bar: copies given to every point when it enters the
-        dictionary; the dictionary holds about ``qbar * d_eff`` copies. "auto" is
-        Theorem 1's value ``ceil(39 alpha log(2 n / delta) / epsilon^2)``
+        dictionary; the dictionary holds about ``qbar * d_eff`` copies. "auto" is 4,
+        the smallest practical value (fast, compact dictionaries whose accuracy the
+        tests measure; integers of 4 to 20 are the practical range, below 4 the
+        dictionary can die out on large data, a warning says so, because a
+        dictionary point's estimate counts its own weight ``q / (qbar p~)``).
+        "theory" is Theorem 1's value ``ceil(39 alpha log(2 n / delta) / epsilon^2)``
         (:func:`theory_qbar`), which carries the guarantee with probability
         ``1 - delta`` but is conservative: it keeps nearly all points unless ``n``
-        is much larger than ``qbar * d_eff``. Integers of 4 to 20 are the practical
-        range (smaller, faster dictionaries whose accuracy the tests measure); below 4
-        the dictionary can die out on large data (a warning says so), because a
-        dictionary point's estimate counts its own weight ``q / (qbar p~)``.
+        is much larger than ``qbar * d_eff``.
     delta : float in (0, 1), default=0.1
-        Failure probability used by ``qbar="auto"``."""
+        Failure probability used by ``qbar="theory"``."""
 
 
 

@@ -1,13 +1,10 @@
 """The weighted RLS dictionary shared by SQUEAK and INK-ESTIMATE."""
 
-from contextlib import nullcontext
-
 import numpy as np
 from scipy import linalg
 from scipy.linalg import lapack
 
-from ..utils._linalg import SMALL_SOLVE
-from ..utils._threads import single_blas_thread
+from ..utils._threads import SMALL_PROBLEM, blas_threads_for
 from ._common import _take
 
 
@@ -46,9 +43,8 @@ def _concat(a, b, kern):
 
 
 def _blas_for(m):
-    """One BLAS thread for small dense factorizations (as ``solve_ridge``): two
-    OpenBLAS threads gain little there and stall badly whenever a core is busy."""
-    return single_blas_thread() if m < SMALL_SOLVE else nullcontext()
+    """BLAS threads for an ``m x m`` factorization: the one rule of ``utils._threads``."""
+    return blas_threads_for(m)
 
 
 def _factor(d, gamma_reg, qbar):
@@ -108,7 +104,7 @@ def _query_scores(d, kern, pts, kdiag, gamma_reg, qbar):
         r1 = min(n, r0 + rows)
         C = kern(d.pts, _take(pts, slice(r0, r1)))
         C *= sw[:, None]
-        with _blas_for(len(d) if r1 - r0 < SMALL_SOLVE else SMALL_SOLVE):
+        with _blas_for(len(d) if r1 - r0 < SMALL_PROBLEM else SMALL_PROBLEM):
             Z = linalg.solve_triangular(L, C, lower=True, check_finite=False, overwrite_b=True)
         out[r0:r1] = kdiag[r0:r1] - np.einsum("ij,ij->j", Z, Z)
     return np.maximum(out / gamma_reg, 0.0)

@@ -5,6 +5,7 @@ import numpy as np
 from scipy import linalg
 from scipy.linalg import lapack
 
+from ..utils._validation import check_kernel_matrix
 from ._common import _check_gamma_reg, _kernel_eval_from_args
 from ._dictionary import _blas_for
 
@@ -126,7 +127,10 @@ def effective_dimension(X, kernel="rbf", gamma_reg=1.0, *, gamma=None, degree=3,
         raise ValueError(f"gamma_reg must be a positive finite number or an array of them, "
                          f"got {gamma_reg!r}.")
     kern, pts = _kernel_eval_from_args(X, kernel, gamma, degree, coef0, kernel_params, backend)
-    lam = np.clip(linalg.eigvalsh(kern(pts), overwrite_a=True, check_finite=False), 0.0, None)
+    K = kern(pts)
+    if kern.K is None:  # a precomputed matrix was checked already; a Gram matrix here
+        check_kernel_matrix(K, "K(X, X)", square=False)
+    lam = np.clip(linalg.eigvalsh(K, overwrite_a=True, check_finite=False), 0.0, None)
     out = (lam[None, :] / (lam[None, :] + g.reshape(-1, 1))).sum(axis=1)
     return float(out[0]) if g.ndim == 0 else out.reshape(g.shape)
 

@@ -12,9 +12,9 @@ from ._common import (
     _INK_CHUNK,
     _check_delta,
     _check_epsilon,
-    _check_gamma_reg,
     _fill_doc,
     _make_eval,
+    _resolve_gamma_reg,
     _resolve_qbar,
     _take,
 )
@@ -85,6 +85,9 @@ class INKEstimate(BaseEstimator):
         ``estimate_leverage_scores(X).sum()`` is the accurate one when ``X`` is at hand.
     n_samples_seen_ : int
     qbar_ : int
+    gamma_reg_ : float
+        The regularisation used: ``gamma_reg``, or for "auto" ``1e-3`` times the size of
+        the first batch (all of ``X`` in ``fit``), then fixed for the rest of the stream.
     backend_ : str
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -109,7 +112,7 @@ class INKEstimate(BaseEstimator):
     300
     """
 
-    def __init__(self, gamma_reg=1.0, *, epsilon=0.5, qbar="auto", delta=0.1, kernel="rbf",
+    def __init__(self, gamma_reg="auto", *, epsilon=0.5, qbar="auto", delta=0.1, kernel="rbf",
                  gamma=None, degree=3, coef0=1, kernel_params=None, random_state=None,
                  backend=None):
         self.gamma_reg = gamma_reg
@@ -167,10 +170,11 @@ class INKEstimate(BaseEstimator):
                              "cannot provide kernel values with future points); use fit.")
         X = validate_data(self, X, dtype=np.float64, reset=first,
                           ensure_min_samples=2 if first else 1)
-        gamma_reg = _check_gamma_reg(self.gamma_reg)
         eps = _check_epsilon(self.epsilon)
         delta = _check_delta(self.delta)
         if first:
+            # "auto" scales with the first batch (all of X in fit); a stream keeps it fixed
+            self.gamma_reg_ = _resolve_gamma_reg(self.gamma_reg, X.shape[0])
             self.backend_ = resolve_backend(self.backend, X)
             self.qbar_ = _resolve_qbar(self.qbar, X.shape[0], eps, delta)
             rs = check_random_state(self.random_state)
@@ -180,7 +184,7 @@ class INKEstimate(BaseEstimator):
             self.leverage_scores_ = np.empty(0)
             self._dict = None
         kern, pts = _make_eval(self, X)
-        d, arrival = _ink_run(self._dict, kern, pts, self.n_samples_seen_, gamma_reg, eps,
+        d, arrival = _ink_run(self._dict, kern, pts, self.n_samples_seen_, self.gamma_reg_, eps,
                               self.qbar_, self._seed, self.backend_)
         self._dict = d
         self.n_samples_seen_ += X.shape[0]

@@ -29,9 +29,15 @@ def binom_ppf(u, n, p):
     Starting at the mode (whose probability never underflows) keeps the sums
     accurate for any ``n``; the lower tail is summed until its terms are negligible.
     """
-    if n <= 0 or p <= 0.0:
+    # written so that NaN p or u fall into a returning branch: every loop below is
+    # bounded by n, and a NaN p would otherwise make the mode (and the walk) undefined
+    if n <= 0 or not p > 0.0:
         return 0
-    if p >= 1.0:
+    if not p < 1.0:
+        return n
+    if not u > 0.0:
+        return 0
+    if not u < 1.0:
         return n
     mode = int(math.floor((n + 1.0) * p))
     if mode > n:
@@ -81,7 +87,7 @@ def thin(q, ratio, u):
         r = ratio[i]
         if r >= 1.0:
             out[i] = q[i]
-        elif r <= 0.0:
+        elif not r > 0.0:  # also NaN: no copy survives an undefined ratio
             out[i] = 0
         else:
             out[i] = binom_ppf(u[i], q[i], r)
@@ -151,7 +157,7 @@ def _ink_steps(K, dict_local, p, q, m, keys, t0, gamma, eps, qbar, seed, arrival
             r = p_new / p_old
             if r >= 1.0:
                 qn = q[a]
-            elif r <= 0.0:
+            elif not r > 0.0:  # also NaN
                 qn = 0
             else:
                 qn = binom_ppf(_splitmix(seed, step, keys[dict_local[a]]), q[a], r)

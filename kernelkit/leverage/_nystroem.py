@@ -9,6 +9,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..backend import resolve_backend
+from ..kernels import is_precomputed
 from ..utils._validation import check_scalar_param
 from ._common import (
     _MIN_SAMPLER_QBAR,
@@ -196,7 +197,9 @@ class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
     ValueError
         In ``fit``: NaN/inf, fewer than 2 samples, an unknown ``sampler``,
         ``n_components < 1``, ``gamma_reg <= 0``, ``epsilon`` outside (0, 1),
-        ``qbar < 1``, a precomputed matrix that is not square symmetric PSD.
+        ``qbar < 1``, a precomputed matrix that is not square symmetric PSD,
+        ``gamma``, ``degree`` or ``coef0`` given with a callable or precomputed kernel
+        (as scikit-learn's ``Nystroem``).
 
     See Also
     --------
@@ -251,6 +254,12 @@ class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         """
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
         n = X.shape[0]
+        if not isinstance(self.kernel, str) or is_precomputed(self.kernel):
+            given = [p for p in ("gamma", "coef0", "degree") if getattr(self, p) is not None]
+            if given:  # scikit-learn's Nystroem raises the same error
+                raise ValueError(f"Don't pass gamma, coef0 or degree to Nystroem (RLSNystroem) "
+                                 f"if using a callable or precomputed kernel (got {given}); "
+                                 "pass the callable's parameters as kernel_params.")
         if not isinstance(self.sampler, str) or self.sampler not in _SAMPLERS:
             raise ValueError(f"sampler must be one of {_SAMPLERS}, got {self.sampler!r}.")
         m = check_scalar_param(self.n_components, "n_components", low=1, low_inclusive=True,

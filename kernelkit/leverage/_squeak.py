@@ -14,9 +14,9 @@ from ._common import (
     _MIN_BLOCK,
     _check_delta,
     _check_epsilon,
-    _check_gamma_reg,
     _fill_doc,
     _make_eval,
+    _resolve_gamma_reg,
     _resolve_qbar,
     _take,
 )
@@ -169,6 +169,8 @@ class SQUEAK(BaseEstimator):
         ``[d_eff / (1 + eps), d_eff / (1 - eps)]`` for an accurate dictionary.
     qbar_ : int
         The oversampling used (``qbar`` resolved).
+    gamma_reg_ : float
+        The regularisation used (``gamma_reg`` resolved).
     backend_ : str
         Engine used.
     n_features_in_ : int
@@ -198,7 +200,7 @@ class SQUEAK(BaseEstimator):
     True
     """
 
-    def __init__(self, gamma_reg=1.0, *, epsilon=0.5, qbar="auto", delta=0.1, kernel="rbf",
+    def __init__(self, gamma_reg="auto", *, epsilon=0.5, qbar="auto", delta=0.1, kernel="rbf",
                  gamma=None, degree=3, coef0=1, kernel_params=None, n_partitions=1,
                  block_size=None, n_jobs=None, random_state=None, backend=None):
         self.gamma_reg = gamma_reg
@@ -222,7 +224,7 @@ class SQUEAK(BaseEstimator):
     def _fit_setup(self, X):
         """Validate; return (X, kernel evaluator, points, resolved parameters)."""
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
-        gamma_reg = _check_gamma_reg(self.gamma_reg)
+        gamma_reg = self.gamma_reg_ = _resolve_gamma_reg(self.gamma_reg, X.shape[0])
         eps = _check_epsilon(self.epsilon)
         delta = _check_delta(self.delta)
         n_partitions = check_scalar_param(self.n_partitions, "n_partitions", low=1,
@@ -305,6 +307,6 @@ def _estimate_new(est, X):
                          "available with kernel='precomputed'.")
     X = validate_data(est, X, reset=False, dtype=np.float64)
     kern = _make_eval(est, X)[0]
-    return _query_scores(est._dict, kern, X, kern.diag(X), float(est.gamma_reg), est.qbar_)
+    return _query_scores(est._dict, kern, X, kern.diag(X), est.gamma_reg_, est.qbar_)
 
 

@@ -9,16 +9,20 @@ Arora et al. 2019).
 """
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin
 from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ..backend import resolve_backend
-from ..kernels import NTK, is_precomputed, make_kernel
+from ..kernels import NTK, Kernel, is_precomputed, make_kernel
 from ..kernels._resolve import KernelOperator
 from ..utils._linalg import solve_ridge
+from ..utils._validation import check_kernel_matrix
 from ._gp import ridge_predict_moments
+
+_SPARSE = ("csr", "csc")  # sparse X is evaluated by scikit-learn's kernels (kernel_metrics())
 
 
 def _check_alpha(alpha, n_targets):
@@ -36,27 +40,37 @@ def _check_alpha(alpha, n_targets):
 class _KernelRidgeBase(BaseEstimator):
     """Shared solver: dual coefficients of ``(K + alpha I) c = y``; subclasses name the kernel."""
 
-    def _get_kernel(self):
-        return make_kernel(self.kernel, self.gamma, self.degree, self.coef0, self.kernel_params)
+    def _get_kernel(self, sparse=False):
+        return make_kernel(self.kernel, self.gamma, self.degree, self.coef0, self.kernel_params,
+                           sparse=sparse)
 
     def _precomputed(self):
         return is_precomputed(getattr(self, "kernel", None))
 
-    def _operator(self):
+    def _sparse_ok(self):
+        """Sparse X is taken where scikit-learn can evaluate the kernel on it."""
+        from sklearn.metrics.pairwise import kernel_metrics
+
+        k = getattr(self, "kernel", None)
+        if isinstance(k, str):
+            return k in kernel_metrics() or is_precomputed(k)
+        return callable(k) and not isinstance(k, Kernel)
+
+    def _operator(self, sparse=False):
         """The fitted kernel on the fitted engine (the one resolver)."""
-        return KernelOperator(self._get_kernel(), self.n_features_in_, self.backend_)
+        return KernelOperator(self._get_kernel(sparse), self.n_features_in_, self.backend_)
 
     def _kernel_matrix(self, X, Y):
         """Host float64 ``k(X, Y)`` (``Y`` None: ``k(X, X)``)."""
         if self._precomputed():
             return X
-        return self._operator().block_host(X, Y)
+        return self._operator(sp.issparse(X)).block_host(X, Y)
 
     def _fit_targets(self, X, Y, sample_weight):
+        if self._precomputed():
+            X = X.toarray() if sp.issparse(X) else X
+            check_kernel_matrix(X, "X")  # the one rule: square, finite, symmetric PSD
         self.backend_ = resolve_backend(self.backend, X)
-        if self._precomputed() and X.shape[0] != X.shape[1]:
-            raise ValueError(f"kernel='precomputed' needs a square X (the kernel matrix), got "
-                             f"shape {X.shape}.")
         n_targets = 1 if Y.ndim == 1 else Y.shape[1]
         alpha = _check_alpha(self.alpha, n_targets)
         K = self._kernel_matrix(X, None)
@@ -76,15 +90,20 @@ class _KernelRidgeBase(BaseEstimator):
 
     def _decision(self, X):
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        X = validate_data(self, X, reset=False, dtype=np.float64,
+                          accept_sparse=_SPARSE if self._sparse_ok() else False)
         if self._precomputed():
             return X @ self.dual_coef_
-        op = self._operator()
+        sparse = sp.issparse(X) or sp.issparse(self.X_fit_)
+        op = self._operator(sparse)
+        if sparse:
+            return op.matmul(X, self.X_fit_, self.dual_coef_)
         return np.asarray(op.engine.to_host(op.matmul(X, self.X_fit_, self.dual_coef_)))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.pairwise = self._precomputed()
+        tags.input_tags.sparse = self._sparse_ok()
         return tags
 
 
@@ -93,7 +112,12 @@ _KERNEL_PARAMS_DOC = """
         A name ({names}), a :class:`kernelkit.kernels.Kernel`, ``"precomputed"``
         (``X`` is then the kernel matrix), or a callable ``f(X, Y) -> (n_X, n_Y)``
         evaluated on the host (the default, ``"linear"``, is scikit-learn's). A Kernel
-        object's parameters are tunable as ``kernel__<name>`` in a grid search.
+        object's parameters are tunable as ``kernel__<name>`` in a grid search. The
+        other names of :func:`sklearn.metrics.pairwise.kernel_metrics` (``chi2``,
+        ``additive_chi2``, ``sigmoid``) are evaluated by scikit-learn, as is every
+        such name on sparse ``X``. A callable may follow either convention, told apart
+        on its first call: ``f(X, Y, **kernel_params)`` returning the matrix, or
+        scikit-learn's ``f(x, y, **kernel_params)`` of two rows returning a number.
     gamma : float, default=None
         Kernel scale for rbf, laplacian, matern and polynomial; None means ``1 / n_features``.
     degree : float, default=3
@@ -152,7 +176,11 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
     ------
     ValueError
         In ``fit``: NaN/inf, fewer than 2 samples, negative ``alpha``, unknown kernel
-        or backend, invalid kernel parameters.
+        or backend, invalid kernel parameters, a precomputed ``X`` that is not a
+        square symmetric positive semidefinite matrix.
+    TypeError
+        Sparse ``X`` with a kernel scikit-learn cannot evaluate on it (kernelkit's own
+        matern, ntk, nngp or a Kernel object).
 
     Examples
     --------
@@ -188,7 +216,8 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
         self : object
         """
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=np.float64,
-                             ensure_min_samples=2)
+                             ensure_min_samples=2,
+                             accept_sparse=_SPARSE if self._sparse_ok() else False)
         return self._fit_targets(X, y, sample_weight)
 
     def predict(self, X, return_std=False, return_cov=False):
@@ -238,8 +267,12 @@ class _ClassifierMixin(ClassifierMixin):
         -------
         self : object
         """
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2,
+                             accept_sparse=_SPARSE if self._sparse_ok() else False)
         check_classification_targets(y)
+        if np.unique(y).shape[0] < 2:  # as scikit-learn's classifiers
+            raise ValueError("The number of classes has to be greater than one; got 1 class "
+                             "in y.")
         self._label_binarizer = LabelBinarizer(pos_label=1, neg_label=-1)
         Y = self._label_binarizer.fit_transform(y).astype(np.float64)
         self.classes_ = self._label_binarizer.classes_
@@ -355,7 +388,9 @@ class NTKRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
         self.b_std = b_std
         self.backend = backend
 
-    def _get_kernel(self):
+    def _get_kernel(self, sparse=False):
+        if sparse:
+            raise TypeError("the NTK needs dense X; pass X.toarray().")
         return NTK(depth=self.depth, activation=self.activation, w_std=self.w_std,
                    b_std=self.b_std)
 

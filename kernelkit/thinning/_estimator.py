@@ -11,6 +11,7 @@ from sklearn.utils.validation import _check_sample_weight, validate_data
 from .._config import get_config
 from ..backend import get_backend, resolve_backend
 from ..kernels import resolve_kernel
+from ..utils._validation import check_weights
 from ._kernel import _AUTO_MMD_MAX_N, COMPRESS, VARIANTS, _Pool, _power_spec, _ThinKernel
 from ._kt import _check_psd, _compress, _compress_plan, _kt, _systematic_resample
 
@@ -245,11 +246,11 @@ class KernelThinning(BaseEstimator):
                 raise ValueError(f"variant={self.variant!r} needs a kernelkit kernel with a "
                                  "power kernel (rbf, laplacian, matern); a callable kernel "
                                  "supports variant='target' only.")
-            kern = _ThinKernel(engine, X, budget, func=kernel)
+            kern = _ThinKernel(engine, X, budget, func=kernel, label=repr(kernel))
             _check_psd(kern, n)
             return kern, kern, None
         spec = op.spec
-        swap = _ThinKernel(engine, Xe, budget, terms=((1.0, spec),))
+        swap = _ThinKernel(engine, Xe, budget, terms=((1.0, spec),), label=repr(kernel))
         if spec.name not in ("rbf", "laplacian", "matern"):
             _check_psd(swap, n)
         if self.variant == "target":
@@ -257,7 +258,8 @@ class KernelThinning(BaseEstimator):
         power, alpha = _power_spec(spec, self.alpha, d, root=self.variant == "root")
         terms = ((1.0, power),) if self.variant in ("root", "power") else ((1.0, spec),
                                                                            (1.0, power))
-        return _ThinKernel(engine, Xe, budget, terms=terms), swap, alpha
+        return (_ThinKernel(engine, Xe, budget, terms=terms, label=f"{kernel!r} ({self.variant})"),
+                swap, alpha)
 
     def fit(self, X, y=None, sample_weight=None):
         """Select the coreset.
@@ -281,10 +283,7 @@ class KernelThinning(BaseEstimator):
         weights = None
         if sample_weight is not None:
             weights = _check_sample_weight(sample_weight, X, ensure_non_negative=True)
-            total = weights.sum()
-            if not total > 0:
-                raise ValueError("sample_weight must have a positive sum.")
-            weights = weights / total
+            weights = check_weights(weights, X.shape[0], "sample_weight")
         self.backend_ = resolve_backend(self.backend, X)
         engine = get_backend(self.backend_)
         budget = int(get_config()["working_memory"] * 2**20)

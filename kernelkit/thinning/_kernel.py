@@ -34,10 +34,21 @@ class _ThinKernel:
     host); ``func``, a host callable ``f(A, B)``; or ``gram``, a precomputed matrix.
     """
 
-    def __init__(self, engine, X, budget, terms=None, func=None, gram=None):
+    def __init__(self, engine, X, budget, terms=None, func=None, gram=None, label=None):
         self.engine, self.X, self.budget = engine, X, budget
         self.terms, self.func, self.gram = terms, func, gram
+        self.label = label  # the user's kernel, named in the non-finite error
         self._buffers = {}
+
+    def _finite(self, a):
+        """Every kernel value is checked where it is produced (the loops never see NaN)."""
+        if not np.all(np.isfinite(a)):
+            what = self.label or self.terms
+            raise ValueError(f"the kernel {what} produced NaN or infinite values on these "
+                             "inputs; check its parameters (e.g. a fractional polynomial "
+                             "degree on negative dot products, or a scale that overflows) or "
+                             "rescale X.")
+        return a
 
     def _rows(self, ia):
         return self.X[ia]
@@ -60,7 +71,7 @@ class _ThinKernel:
         A = self._rows(ia)
         B = None if ib is None else self._rows(ib)
         if self.func is not None:
-            return self.func(A, A if B is None else B)
+            return self._finite(self.func(A, A if B is None else B))
         engine, out = self.engine, None
         for weight, spec in self.terms:
             if spec.name in _POWER_NAMES:
@@ -78,7 +89,7 @@ class _ThinKernel:
                 out = blk
             else:
                 out += blk
-        return out
+        return self._finite(out)
 
     def matvec(self, ia, ib, w):
         """Host float64 ``k(X[ia], X[ib]) @ w``, never more than ``budget`` bytes of kernel."""
@@ -90,7 +101,7 @@ class _ThinKernel:
             for weight, spec in self.terms:
                 v = np.asarray(engine.to_host(engine.matmul(spec, A, B, W)), dtype=np.float64)
                 out = weight * v if out is None else out + weight * v
-            return out
+            return self._finite(out)
         ia = np.asarray(ia)
         ib = np.asarray(ib)
         step = max(1, self.budget // (8 * max(1, len(ib))))
@@ -116,7 +127,7 @@ class _ThinKernel:
                 out += weight
             else:
                 out += weight * np.asarray(self.engine.to_host(self.engine.diag(spec, A)))
-        return out
+        return self._finite(out)
 
 
 class _Pool:

@@ -6,6 +6,7 @@ from functools import cache
 import numpy as np
 
 from ..utils._dispatch import select_loops
+from ..utils._validation import check_kernel_matrix
 from ._kernel import _PSD_SAMPLE, _TIE_TOL, _Pool
 from ._loops import SPLIT_OK
 
@@ -260,17 +261,7 @@ def _systematic_resample(w, n, rng):
 
 
 def _check_psd(kern, n):
-    """Reject a kernel whose Gram matrix on up to 64 of the points is not PSD."""
+    """Reject a kernel whose Gram matrix on up to 64 of the points is not symmetric PSD
+    (the one rule of :func:`kernelkit.utils._validation.check_kernel_matrix`)."""
     idx = np.unique(np.linspace(0, n - 1, min(n, _PSD_SAMPLE)).astype(np.int64))
-    G = np.asarray(kern.block(idx, idx), dtype=np.float64)
-    scale = max(np.abs(G).max(), np.finfo(float).tiny)
-    if not np.allclose(G, G.T, rtol=1e-8, atol=1e-10 * scale):
-        raise ValueError("kernel is not symmetric on the data (k(x, y) != k(y, x)); kernel "
-                         "thinning needs a symmetric positive semidefinite kernel.")
-    low = np.linalg.eigvalsh(0.5 * (G + G.T)).min()
-    if low < -1e-8 * scale * len(idx):
-        raise ValueError(f"kernel is not positive semidefinite on the data: its Gram matrix on "
-                         f"{len(idx)} of the points has eigenvalue {low:.3g}; kernel thinning "
-                         "needs a positive semidefinite kernel.")
-
-
+    check_kernel_matrix(np.asarray(kern.block(idx, idx), dtype=np.float64), "X")

@@ -4,17 +4,17 @@ import warnings
 
 import numpy as np
 from scipy import linalg
+from scipy.linalg import lapack
 
-from ._threads import single_blas_thread
-
-SMALL_SOLVE = 1500  # below this size a dense solve runs on one BLAS thread
+from ._threads import blas_threads_for
 
 
 def solve_ridge(K, Y, alpha):
     """Solve ``(K + alpha I) C = Y`` for symmetric positive semi-definite ``K``.
 
-    Cholesky in float64; when it fails (``K + alpha I`` singular or numerically
-    not positive definite, e.g. ``alpha = 0`` with duplicate points) the
+    Cholesky in float64; when it fails or succeeds on a numerically singular matrix
+    (reciprocal condition estimate below ``n * eps``; e.g. ``alpha = 0`` with
+    duplicate points) the
     minimum-norm solution is computed from the eigendecomposition of ``K`` instead,
     with a :class:`scipy.linalg.LinAlgWarning`.
 
@@ -35,11 +35,8 @@ def solve_ridge(K, Y, alpha):
     ValueError
         If the solution is not finite.
     """
-    n = K.shape[0]
-    if n < SMALL_SOLVE:
-        with single_blas_thread():
-            return _solve_ridge(K, Y, alpha)
-    return _solve_ridge(K, Y, alpha)
+    with blas_threads_for(K.shape[0]):  # the one thread-count rule (utils._threads)
+        return _solve_ridge(K, Y, alpha)
 
 
 def _solve_ridge(K, Y, alpha):
@@ -48,11 +45,17 @@ def _solve_ridge(K, Y, alpha):
     if np.all(alphas == alphas[0]):
         A = np.array(K, dtype=np.float64, order="F", copy=True)
         A.flat[:: n + 1] += alphas[0]
+        anorm = float(np.abs(A).sum(axis=0).max())  # 1-norm, for the condition estimate
         try:
-            C = linalg.cho_solve(linalg.cho_factor(A, overwrite_a=True, check_finite=False),
-                                 Y, check_finite=False)
-            if np.all(np.isfinite(C)):
-                return C
+            factor = linalg.cho_factor(A, overwrite_a=True, check_finite=False)
+            # A factorization that succeeds on a numerically singular matrix returns huge,
+            # wrong coefficients: estimate the reciprocal condition number (LAPACK pocon,
+            # O(n^2)) and take the stable path below when it is at round-off level.
+            rcond, info = lapack.dpocon(factor[0], anorm, uplo="L" if factor[1] else "U")
+            if info == 0 and rcond > n * np.finfo(np.float64).eps:
+                C = linalg.cho_solve(factor, Y, check_finite=False)
+                if np.all(np.isfinite(C)):
+                    return C
         except linalg.LinAlgError:
             pass
         warnings.warn(

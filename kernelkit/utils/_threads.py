@@ -1,7 +1,7 @@
 """BLAS thread control shared by the engines and the dense solvers."""
 
 import threading
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from functools import lru_cache
 
 _lock = threading.Lock()
@@ -42,12 +42,34 @@ def single_blas_thread():
 # OpenBLAS thread gains little there and stalls badly whenever a core is busy (a
 # 1,797 x 1,797 eigh: 0.44 s on one thread, 17 s on two with another process busy).
 SMALL_PROBLEM = 2500
+_MAX_THREADS = 8  # large factorizations: bounded, so that no BLAS build can oversubscribe
 
 
+@contextmanager
 def blas_threads_for(n):
-    """Context choosing BLAS threads for work of size ``n`` (a matrix order).
+    """BLAS threads fitted to work of size ``n`` (a matrix order): the one thread-count rule.
 
-    One thread (:func:`single_blas_thread`) when ``n < SMALL_PROBLEM``; otherwise the
-    BLAS default is left unchanged.
+    One thread (:func:`single_blas_thread`) when ``n < SMALL_PROBLEM``; else at most
+    ``min(cores, 8)``: OpenBLAS with one thread per core of a large machine and a
+    large matrix has crashed (memory regions exhausted) when kernelkit's own worker
+    pool was alive, and gains nothing past a few threads on these sizes. Inside a
+    :func:`single_blas_thread` block (kernelkit's workers running) the single-thread
+    limit stays in force.
     """
-    return single_blas_thread() if n < SMALL_PROBLEM else nullcontext()
+    if n < SMALL_PROBLEM:
+        with single_blas_thread():
+            yield
+        return
+    import os
+
+    with _lock:
+        nested = _state["depth"] > 0
+    if nested:
+        yield
+        return
+    limit = max(1, min(_MAX_THREADS, os.cpu_count() or 1))
+    limiter = _controller().limit(limits=limit, user_api="blas")
+    try:
+        yield
+    finally:
+        limiter.restore_original_limits()
