@@ -285,8 +285,8 @@ def test_falkon_wrong_feature_count_at_predict():
 
 
 @parametrize_with_checks([
-    KernelRidge(alpha=1.0, kernel="rbf", solver="pcg", random_state=0),
-    KernelRidgeClassifier(alpha=1.0, kernel="rbf", solver="pcg", random_state=0),
+    KernelRidge(alpha=1.0, kernel="rbf", solver="pcg", tol=1e-10, random_state=0),
+    KernelRidgeClassifier(alpha=1.0, kernel="rbf", solver="pcg", tol=1e-10, random_state=0),
     FalkonRegressor(random_state=0),
     FalkonClassifier(random_state=0),
 ])

@@ -21,6 +21,8 @@ import numpy as np
 from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 
+from ..utils._threads import single_blas_thread
+
 # tolerances at or above this are met by float32 kernel products (float32 holds K to
 # ~6e-8 relative; the residual floor of a float32 product is a few times that)
 FLOAT32_MIN_TOL = 1e-6
@@ -90,6 +92,21 @@ class KernelProduct:
         return 0 if self.K is None or self.op is None else self.K.nbytes
 
 
+def _orthonormalize(G, Q):
+    """Columns of ``G`` made orthonormal and orthogonal to ``Q`` (BLAS-3 only).
+
+    Block Gram-Schmidt against ``Q`` then CholeskyQR, each twice (Yamamoto et al. 2015:
+    CholeskyQR2 is as orthogonal as Householder QR for a well-conditioned ``G``, which a
+    Gaussian matrix is), instead of LAPACK's panel QR, slow on tall matrices.
+    """
+    for _ in range(2):
+        if Q.shape[1]:
+            G = G - Q @ (Q.T @ G)
+        R = linalg.cholesky(G.T @ G, check_finite=False)
+        G = linalg.solve_triangular(R, G.T, trans="T", check_finite=False).T
+    return G
+
+
 def nystrom_sketch(matvec, n, mu, rng, *, rank0=_RANK0, max_rank=_MAX_RANK, n_targets=1,
                    tol=1e-5, fixed_cost=0.0, progress=None):
     """Randomized Nyström approximation ``U diag(lam) U^T`` of a psd operator.
@@ -132,12 +149,12 @@ def nystrom_sketch(matvec, n, mu, rng, *, rank0=_RANK0, max_rank=_MAX_RANK, n_ta
     log_tol = np.log(2.0 / tol)
     while True:
         G = rng.standard_normal((n, l - Q.shape[1]))
-        for _ in range(2):  # twice is enough (Giraud et al. 2005)
-            G -= Q @ (Q.T @ G)
-        Qn, _ = linalg.qr(G, mode="economic", check_finite=False)
+        Qn = _orthonormalize(G, Q)
         Q = np.hstack([Q, Qn])
         Y = np.hstack([Y, matvec(Qn)])
-        nu = np.sqrt(n) * np.finfo(np.float64).eps * np.linalg.norm(Y, 2)
+        # FTU use ||Y||_2; the Frobenius norm bounds it at no SVD's cost (a larger, still
+        # negligible shift)
+        nu = np.sqrt(n) * np.finfo(np.float64).eps * np.linalg.norm(Y)
         Ynu = Y + nu * Q
         core = Q.T @ Ynu
         core = (core + core.T) / 2
@@ -257,6 +274,14 @@ def pcg_ridge(product, Y, alpha, *, tol, max_iter, random_state, progress=None,
     ConvergenceWarning
         When ``max_iter`` is reached before ``tol``.
     """
+    # one BLAS thread: the sketch and CG are many small dense calls plus memory-bound
+    # products, where threaded OpenBLAS gains little and stalls badly on busy cores
+    # (measured: 3x slower on a loaded 2-core machine)
+    with single_blas_thread():
+        return _pcg_ridge(product, Y, alpha, tol, max_iter, random_state, progress, owner)
+
+
+def _pcg_ridge(product, Y, alpha, tol, max_iter, random_state, progress, owner):
     a = np.atleast_1d(np.asarray(alpha, np.float64))
     mu = float(a.min())
     n = product.n
@@ -280,7 +305,7 @@ def pcg_ridge(product, Y, alpha, *, tol, max_iter, random_state, progress=None,
         warnings.warn(f"{owner} solver='pcg' stopped after {n_iter} iterations (max_iter="
                       f"{max_iter}) with relative residual {rel.max():.3g} > tol={tol:g}; "
                       "increase max_iter, tol or alpha, or use solver='cholesky'.",
-                      ConvergenceWarning, stacklevel=4)
+                      ConvergenceWarning, stacklevel=5)
     if not np.all(np.isfinite(C)):
         raise ValueError("the pcg solve produced non-finite coefficients; check alpha and the "
                          "kernel parameters.")
