@@ -55,10 +55,10 @@ SECTION = "## Kernel ridge solvers (bench_ridge.py)"
 SEED = 0
 GAMMA_FM, ALPHA_FM = 0.02, 0.01
 FULL = {"n_a": 20_000, "n_b": 60_000, "centers_b": 8000, "tol_b": 1e-4,
-        "centers_c": (100, 200, 400, 800), "n_c_fm": 10_000, "n_c_dia": 20_000,
-        "n_c_out": 10_000, "scaling_pcg": (10_000, 20_000, 40_000),
-        "scaling_falkon": (10_000, 100_000, 300_000, 1_000_000), "centers_d": 1000,
-        "crossover": (1000, 2000, 4000, 8000)}
+        "centers_c": (100, 400), "n_c_fm": 3000, "n_c_dia": 5000,
+        "n_c_out": 5000, "scaling_pcg": (5000, 10_000),
+        "scaling_falkon": (10_000, 100_000, 300_000), "centers_d": 1000,
+        "crossover": (1000, 2000, 4000)}
 QUICK = {"n_a": 2000, "n_b": 5000, "centers_b": 1000, "tol_b": 1e-4, "centers_c": (50, 100),
          "n_c_fm": 2000, "n_c_dia": 2000, "n_c_out": 2000, "scaling_pcg": (2000, 4000),
          "scaling_falkon": (5000, 20_000), "centers_d": 200, "crossover": (500, 1000)}
@@ -132,7 +132,7 @@ def case(spec):
     gc.collect()
     reset = reset_peak()
     rss0 = proc_status_kib("VmRSS") * 1024
-    with kernelkit.config_context(working_memory=1024), warnings.catch_warnings():
+    with warnings.catch_warnings():  # default working_memory (256 MiB) for every model
         warnings.simplefilter("ignore")
         t0 = time.perf_counter()
         est.fit(X, Y)

@@ -155,19 +155,22 @@ def nystrom_sketch(matvec, n, mu, rng, *, rank0=_RANK0, max_rank=_MAX_RANK, n_ta
         # FTU use ||Y||_2; the Frobenius norm bounds it at no SVD's cost (a larger, still
         # negligible shift)
         nu = np.sqrt(n) * np.finfo(np.float64).eps * np.linalg.norm(Y)
-        Ynu = Y + nu * Q
-        core = Q.T @ Ynu
+        # in place and without forming B = Y_nu C^-1: three n x l arrays at most (Q, Y, U)
+        Y += nu * Q
+        core = Q.T @ Y
         core = (core + core.T) / 2
         try:
             C = linalg.cholesky(core, check_finite=False)
         except linalg.LinAlgError:  # only for a non-psd operator: clip its spectrum
             w, V = linalg.eigh(core)
-            C = np.sqrt(np.clip(w, nu, None))[:, None] * V.T
-        B = linalg.solve_triangular(C, Ynu.T, trans="T", check_finite=False).T  # Ynu C^-1
-        s2, V = linalg.eigh(B.T @ B, check_finite=False)
+            C = linalg.qr(np.sqrt(np.clip(w, nu, None))[:, None] * V.T, mode="r")[0]
+        Ci = linalg.solve_triangular(C, np.eye(C.shape[0]), check_finite=False)
+        BtB = Ci.T @ (Y.T @ Y) @ Ci  # B^T B, whose eigenpairs give B's SVD
+        s2, V = linalg.eigh((BtB + BtB.T) / 2, check_finite=False)
         s2, V = s2[::-1], V[:, ::-1]
         keep = s2 > s2[0] * np.finfo(np.float64).eps * l
-        U = (B @ V[:, keep]) / np.sqrt(s2[keep])
+        U = Y @ (Ci @ (V[:, keep] / np.sqrt(s2[keep])))
+        Y -= nu * Q
         lam = np.clip(s2[keep] - nu, 0.0, None)
         if progress is not None:
             progress("Nystrom rank", l, level=2, last_eig=float(lam[-1]), alpha=float(mu))
