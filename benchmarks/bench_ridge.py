@@ -43,10 +43,9 @@ import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
-from _common import write_section  # noqa: E402
-from bench_eigenpro import (  # noqa: E402 (shared loaders and process probes)
-    MD_HEADER, diamonds_split, git_info, load_fashion_mnist, machine_info, proc_status_kib,
-    reset_peak)
+from _common import (  # noqa: E402 (benchmarks/ is on sys.path)
+    MD_HEADER, git_state, load_diamonds, load_fashion_mnist, machine_info, proc_status_kib,
+    reset_peak, write_section)
 
 HERE = Path(__file__).resolve().parent
 JSON_PATH = HERE / "results_ridge.json"
@@ -72,6 +71,18 @@ def fm_subset(n, seed=SEED):
         idx = np.sort(np.random.RandomState(seed).choice(len(ya), n, replace=False))
         Xa, ya = Xa[idx], ya[idx]
     return Xa, ya, Xt, yt
+
+
+def diamonds_split(n_train, seed=SEED):
+    """Standardised features and centred log price; the last 10,000 shuffled rows test."""
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_diamonds()
+    perm = np.random.RandomState(seed).permutation(len(y))
+    tr, te = perm[:n_train], perm[-10_000:]
+    sc = StandardScaler().fit(X[tr])
+    mean = y[tr].mean()
+    return sc.transform(X[tr]), y[tr] - mean, sc.transform(X[te]), y[te] - mean
 
 
 def outlier_data(n, seed=SEED):
@@ -297,7 +308,7 @@ def main(argv=None):
     res = {"timestamp": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
            "quick": args.quick, "config": cfg, "seed": SEED,
            "loadavg_before": [round(x, 2) for x in os.getloadavg()],
-           "machine": machine_info(), "git": git_info()}
+           "machine": machine_info(), "git": git_state()}
     if JSON_PATH.exists() and not args.quick:  # keep parts not rerun
         old = json.loads(JSON_PATH.read_text())
         res.update({k: v for k, v in old.items() if k.startswith("part_")})

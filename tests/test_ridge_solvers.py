@@ -241,6 +241,18 @@ def test_rls_centers_not_worse_than_uniform_on_outliers():
     assert errs["rls"] <= errs["uniform"], errs
 
 
+def test_falkon_dask_client_matches_local():
+    distributed = pytest.importorskip("distributed")
+    X, Y = _data(400, k=2)
+    kw = dict(alpha=1e-2, n_centers=50, gamma=GAMMA, tol=1e-12, random_state=0)
+    local = FalkonRegressor(**kw).fit(X, Y)
+    with distributed.LocalCluster(n_workers=2, processes=False, dashboard_address=None) as lc, \
+            distributed.Client(lc) as client:
+        remote = FalkonRegressor(client=client, **kw).fit(X, Y)
+    assert remote.kernel_nbytes_ == 0
+    assert _rel(remote.predict(X), local.predict(X)) < 1e-9
+
+
 # ---------------------------------------------------------------- bad input
 @pytest.mark.parametrize("params, match", [
     ({"solver": "lsqr"}, "solver must be one of"),

@@ -40,11 +40,20 @@ class _NystromNormalOperator:
     every product; one block serves both ``K_nM v`` and its transpose product.
     """
 
-    def __init__(self, op, X, C, dtype, cache_size):
+    def __init__(self, op, X, C, dtype, cache_size, client=None):
         self.op, self.X, self.C = op, X, C
         n, m = X.shape[0], C.shape[0]
         self.dtype = np.dtype(dtype)
-        self.stored = n * m * self.dtype.itemsize <= cache_size * 2**20
+        self.dask = self.handle = None
+        if client is not None:
+            # the data rows live on the workers, each keeping its block k(C, X_chunk):
+            # a CG step sends V and gets back M x k (Meanti et al. 2020's out-of-core
+            # products, here across machines)
+            from ..distributed import DaskKernelOperator
+
+            self.dask = DaskKernelOperator(client, op, X, np.float64)
+            self.handle = self.dask.prepare(C)
+        self.stored = client is None and n * m * self.dtype.itemsize <= cache_size * 2**20
         self.KnM = None
         if self.stored:
             self.KnM = np.asarray(op.engine.to_host(
@@ -72,8 +81,17 @@ class _NystromNormalOperator:
             else:
                 yield r0, r1, self.op.block_host(self.X[r0:r1], self.C)
 
+    def close(self):
+        """Free the blocks held on the Dask workers."""
+        if self.dask is not None:
+            self.dask.release(self.handle)
+            self.dask.close()
+            self.dask = None
+
     def knm(self, V):
         """``K_nM @ V`` (float64)."""
+        if self.dask is not None:
+            return self.dask.rmatmul(self.handle, V).astype(np.float64)
         if not self.stored:
             return np.asarray(self.op.engine.to_host(self.op.matmul(self.X, self.C, V)),
                               np.float64)
@@ -84,6 +102,8 @@ class _NystromNormalOperator:
 
     def kmn(self, U):
         """``K_nM^T @ U`` (float64)."""
+        if self.dask is not None:
+            return self.dask.matmul(self.handle, U).astype(np.float64)
         out = np.zeros((self.C.shape[0],) + U.shape[1:])
         for r0, r1, Kb in self._blocks():
             out += Kb.T @ U[r0:r1]
@@ -91,6 +111,8 @@ class _NystromNormalOperator:
 
     def __call__(self, V):
         """``K_nM^T K_nM V``: one pass over the row blocks."""
+        if self.dask is not None:
+            return self.kmn(self.knm(V))
         out = np.zeros_like(V)
         for _, _, Kb in self._blocks():
             out += Kb.T @ (Kb @ V)
@@ -190,38 +212,8 @@ class _FalkonBase(BaseEstimator):
         idx = pool[np.asarray(kt.coreset_indices_)]
         return X[idx], idx, np.full(len(idx), n / len(idx))
 
-    def _fit_targets(self, X, Y):
-        n = X.shape[0]
-        tol, max_iter, cache, verbose = self._check_params(n)
-        n_targets = 1 if Y.ndim == 1 else Y.shape[1]
-        alpha = _check_alpha(self.alpha, n_targets)
-        self.backend_ = resolve_backend(self.backend, X)
-        rng = check_random_state(self.random_state)
-        progress = Progress(self, verbose)
-        C, idx, w = self._select_centers(X, rng)
-        m = C.shape[0]
-        op = self._operator()
-        progress("centers", m, n, kind=self.centers if isinstance(self.centers, str) else "array")
-
-        # Preconditioner (Rudi et al. 2017, Alg. 1): T^T T = K_MM, A^T A = T W T^T / n + lam I,
-        # W the centers' weights (n / M each when uniform; 1 / pi_j for RLS draws, FALKON-BLESS)
-        lam = np.atleast_1d(alpha) / n
-        Kmm = op.block_host(C)
-        T = _upper_cholesky(Kmm, "the kernel matrix of the centers")
-        # T W T^T = (T D)(T D)^T, D = sqrt(W / n): LAPACK's lauum forms the product of an
-        # upper triangle with its transpose in M^3/3 flops (a GEMM takes 2 M^3)
-        base, info = lapack.dlauum(T * np.sqrt(w / n)[None, :], lower=0)
-        if info != 0:
-            raise ValueError(f"LAPACK dlauum failed (info={info}) on the centers' Cholesky "
-                             "factor.")
-        base = np.triu(base) + np.triu(base, 1).T
-        As = [_upper_cholesky(base + lj * np.eye(m), "the FALKON preconditioner")
-              for lj in lam]
-        progress("preconditioner", m, level=1)
-        normal = _NystromNormalOperator(op, X, C, product_dtype(tol), cache)
-        progress("K_nM", n, level=1, held=normal.stored)
-        self.kernel_nbytes_ = 0 if normal.KnM is None else int(normal.KnM.nbytes)
-
+    def _solve(self, normal, T, Kmm, As, lam, Y, n, m, tol, max_iter, progress):
+        """CG on ``B^T H B g = B^T K_Mn y / n`` per group of targets sharing ``lambda``."""
         Y2 = Y.reshape(n, -1)
         rhs_full = normal.kmn(Y2) / n  # K_Mn y / n
         coef = np.empty((m, Y2.shape[1]))
@@ -250,7 +242,45 @@ class _FalkonBase(BaseEstimator):
                 warnings.warn(f"{type(self).__name__} stopped after {it} CG iterations "
                               f"(max_iter={max_iter}) with relative residual {rel.max():.3g} > "
                               f"tol={tol:g}; increase max_iter, tol or alpha.",
-                              ConvergenceWarning, stacklevel=3)
+                              ConvergenceWarning, stacklevel=4)
+        return coef, n_iter
+
+    def _fit_targets(self, X, Y):
+        n = X.shape[0]
+        tol, max_iter, cache, verbose = self._check_params(n)
+        n_targets = 1 if Y.ndim == 1 else Y.shape[1]
+        alpha = _check_alpha(self.alpha, n_targets)
+        self.backend_ = resolve_backend(self.backend, X)
+        rng = check_random_state(self.random_state)
+        progress = Progress(self, verbose)
+        C, idx, w = self._select_centers(X, rng)
+        m = C.shape[0]
+        op = self._operator()
+        progress("centers", m, n, kind=self.centers if isinstance(self.centers, str) else "array")
+
+        # Preconditioner (Rudi et al. 2017, Alg. 1): T^T T = K_MM, A^T A = T W T^T / n + lam I,
+        # W the centers' weights (n / M each when uniform; 1 / pi_j for RLS draws, FALKON-BLESS)
+        lam = np.atleast_1d(alpha) / n
+        Kmm = op.block_host(C)
+        T = _upper_cholesky(Kmm, "the kernel matrix of the centers")
+        # T W T^T = (T D)(T D)^T, D = sqrt(W / n): LAPACK's lauum forms the product of an
+        # upper triangle with its transpose in M^3/3 flops (a GEMM takes 2 M^3)
+        base, info = lapack.dlauum(T * np.sqrt(w / n)[None, :], lower=0)
+        if info != 0:
+            raise ValueError(f"LAPACK dlauum failed (info={info}) on the centers' Cholesky "
+                             "factor.")
+        base = np.triu(base) + np.triu(base, 1).T
+        As = [_upper_cholesky(base + lj * np.eye(m), "the FALKON preconditioner")
+              for lj in lam]
+        progress("preconditioner", m, level=1)
+        normal = _NystromNormalOperator(op, X, C, product_dtype(tol), cache, client=self.client)
+        progress("K_nM", n, level=1, held=normal.stored, dask=normal.dask is not None)
+        try:
+            coef, n_iter = self._solve(normal, T, Kmm, As, lam, Y, n, m, tol, max_iter, progress)
+        finally:
+            normal.close()
+        self.kernel_nbytes_ = 0 if normal.KnM is None else int(normal.KnM.nbytes)
+
         if not np.all(np.isfinite(coef)):
             raise ValueError("FALKON produced non-finite coefficients; check alpha and the kernel "
                              "parameters.")
@@ -300,6 +330,11 @@ _PARAMS_DOC = """
     cache_size : float >= 0, default=4096
         MiB for holding ``K_nM``; when it does not fit, every CG step recomputes it in
         row blocks of ``working_memory`` (``O(n M d)`` time, ``O(M^2)`` memory).
+    client : distributed.Client or None, default=None
+        When given, the ``K_nM`` products run on this Dask cluster
+        (:class:`kernelkit.distributed.DaskKernelOperator`): each worker holds the
+        kernel block of its share of the training rows against the centers, and a CG
+        step moves only ``n x n_targets`` vectors. Needs ``kernelkit[dist]``.
     random_state : int, RandomState instance or None, default=None
         Seeds the choice of centers.
     verbose : int, default=0
@@ -365,7 +400,7 @@ class FalkonRegressor(MultiOutputMixin, RegressorMixin, _FalkonBase):
 
     def __init__(self, alpha=1e-3, *, n_centers="auto", centers="uniform", kernel="rbf",
                  gamma=None, degree=3, coef0=1, kernel_params=None, tol=1e-5, max_iter=None,
-                 cache_size=4096, random_state=None, verbose=0, backend=None):
+                 cache_size=4096, client=None, random_state=None, verbose=0, backend=None):
         self.alpha = alpha
         self.n_centers = n_centers
         self.centers = centers
@@ -377,6 +412,7 @@ class FalkonRegressor(MultiOutputMixin, RegressorMixin, _FalkonBase):
         self.tol = tol
         self.max_iter = max_iter
         self.cache_size = cache_size
+        self.client = client
         self.random_state = random_state
         self.verbose = verbose
         self.backend = backend
