@@ -105,7 +105,6 @@ def synthetic(n, d=10, seed=SEED):
 # ---------------------------------------------------------------- one fit per process
 def case(spec):
     """Run in a fresh subprocess: load data, reset the peak, fit, score."""
-    import kernelkit
     from kernelkit import KernelRidge
     from kernelkit.ridge import FalkonClassifier, FalkonRegressor
 
