@@ -119,15 +119,21 @@ class _NystromNormalOperator:
         return out
 
 
-def _upper_cholesky(A, name):
-    """Upper Cholesky with the smallest jitter that succeeds (``eps * M`` scaled first)."""
+def _upper_cholesky(A, name, shift=0.0):
+    """Upper Cholesky of ``A + shift I`` with the smallest jitter that succeeds.
+
+    Reads only the upper triangle of ``A`` (LAPACK ``potrf``); one ``M x M`` copy.
+    """
     m = A.shape[0]
     scale = max(float(np.max(np.abs(np.diag(A)))), np.finfo(np.float64).tiny)
     jitter = np.finfo(np.float64).eps * m * scale
     for _ in range(12):
+        B = np.array(A, order="F", copy=True)
+        B.flat[:: m + 1] += shift + jitter
         try:
-            return linalg.cholesky(A + jitter * np.eye(m), lower=False, check_finite=False)
+            return linalg.cholesky(B, lower=False, overwrite_a=True, check_finite=False)
         except linalg.LinAlgError:
+            del B
             jitter *= 100.0
     raise ValueError(f"{name} is not positive semi-definite: the kernel is not a valid (psd) "
                      "kernel on these centers.")
@@ -265,13 +271,13 @@ class _FalkonBase(BaseEstimator):
         T = _upper_cholesky(Kmm, "the kernel matrix of the centers")
         # T W T^T = (T D)(T D)^T, D = sqrt(W / n): LAPACK's lauum forms the product of an
         # upper triangle with its transpose in M^3/3 flops (a GEMM takes 2 M^3)
-        base, info = lapack.dlauum(T * np.sqrt(w / n)[None, :], lower=0)
+        base, info = lapack.dlauum(T * np.sqrt(w / n)[None, :], lower=0, overwrite_c=1)
         if info != 0:
             raise ValueError(f"LAPACK dlauum failed (info={info}) on the centers' Cholesky "
                              "factor.")
-        base = np.triu(base) + np.triu(base, 1).T
-        As = [_upper_cholesky(base + lj * np.eye(m), "the FALKON preconditioner")
-              for lj in lam]
+        # only the upper triangle of ``base`` is set, and only it is read
+        As = [_upper_cholesky(base, "the FALKON preconditioner", shift=lj) for lj in lam]
+        del base
         progress("preconditioner", m, level=1)
         normal = _NystromNormalOperator(op, X, C, product_dtype(tol), cache, client=self.client)
         progress("K_nM", n, level=1, held=normal.stored, dask=normal.dask is not None)
