@@ -225,6 +225,9 @@ def render(res):
               "float32 kernel held in memory).", "",
               "| model | test error | fit (s) | peak (GB) | iterations | precond. rank |",
               "|---|---|---|---|---|---|"]
+        for row in res["part_a"]:
+            if "failed" in row:
+                L.append(f"| {row['kind']} | failed: {row['failed'][:120]} | | | | |")
         for name, r in (("sklearn KernelRidge", sk), ("kernelkit KernelRidge pcg", pc)):
             if r:
                 L.append(f"| {name} | {r['error']:.4f} | {r['fit_s']:.1f} | {r['peak_gb']:.2f} | "

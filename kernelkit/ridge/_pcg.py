@@ -21,6 +21,7 @@ import numpy as np
 from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 
+from .._config import get_config
 from ..utils._threads import single_blas_thread
 
 # tolerances at or above this are met by float32 kernel products (float32 holds K to
@@ -89,7 +90,8 @@ class KernelProduct:
         return out if self.sw is None else out * self.sw.reshape((-1,) + (1,) * (V.ndim - 1))
 
     def nbytes(self):
-        return 0 if self.K is None or self.op is None else self.K.nbytes
+        """Bytes of the held kernel matrix (0 when recomputed on every product)."""
+        return 0 if self.K is None else self.K.nbytes
 
 
 def _orthonormalize(G, Q):
@@ -288,7 +290,11 @@ def _pcg_ridge(product, Y, alpha, tol, max_iter, random_state, progress, owner):
     a = np.atleast_1d(np.asarray(alpha, np.float64))
     mu = float(a.min())
     n = product.n
-    max_rank = min(_MAX_RANK, max(1, n // 2))
+    # the sketch holds about six n x l float64 arrays at its peak: keep them within half
+    # of the held kernel matrix (or 4 x working_memory), so the preconditioner never
+    # costs more memory than the matrix it preconditions
+    budget = max(4 * get_config()["working_memory"] * 2**20, 0.5 * product.nbytes())
+    max_rank = min(_MAX_RANK, max(1, n // 2), max(_RANK0, int(budget // (48 * n))))
     k = 1 if Y.ndim == 1 else Y.shape[1]
     fixed = 0.0 if product.stored else float(product.X.shape[1])
     U, lam = nystrom_sketch(product, n, mu, random_state, max_rank=max_rank, n_targets=k,
