@@ -68,7 +68,6 @@ class _KernelRidgeBase(BaseEstimator):
                              f"shape {X.shape}.")
         n_targets = 1 if Y.ndim == 1 else Y.shape[1]
         alpha = _check_alpha(self.alpha, n_targets)
-        K = self._kernel_matrix(X, None)
         solver, tol, max_iter, verbose = self._check_solver(X.shape[0], alpha)
         sw = None
         if sample_weight is not None:
