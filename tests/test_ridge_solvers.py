@@ -15,8 +15,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from kernelkit import KernelRidge, KernelRidgeClassifier, NTKRidge
 from kernelkit.kernels import RBF
-from kernelkit.ridge import FalkonClassifier, FalkonRegressor
-from kernelkit.ridge import _kernel_ridge
+from kernelkit.ridge import FalkonClassifier, FalkonRegressor, _kernel_ridge
 from kernelkit.ridge._pcg import NystromPreconditioner, nystrom_sketch
 
 GAMMA = 0.3
