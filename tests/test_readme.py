@@ -24,6 +24,8 @@ def test_quick_start_runs_as_pasted(tmp_path):
     assert acc > 0.95
     assert float(re.search(r"EigenPro accuracy: ([\d.]+)", out.stdout).group(1)) > 0.9
     assert "features (1347, 200)" in out.stdout
+    assert float(re.search(r"STKR, 5% labels: ([\d.]+)", out.stdout).group(1)) > 0.85
+    assert float(re.search(r"KONS accuracy: ([\d.]+)", out.stdout).group(1)) > 0.9
 
 
 def test_readme_commands_are_what_ci_runs():
