@@ -10,6 +10,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ..backend import resolve_backend
 from ..utils._dispatch import select_loops
 from ..utils._validation import check_scalar_param
+from ..utils._verbose import Progress, check_verbose
 from ._common import (
     _MIN_BLOCK,
     _check_delta,
@@ -24,7 +25,8 @@ from ._dictionary import _concat, _dict_update, _leaf, _query_scores
 
 
 # ------------------------------------------------------------------ dictionary
-def _squeak_sequential(idx, pts, kern, gamma_reg, eps, qbar, block_size, seed, backend):
+def _squeak_sequential(idx, pts, kern, gamma_reg, eps, qbar, block_size, seed, backend,
+                       progress=None):
     """SQUEAK over one partition: add blocks of points, Dict-Update after each."""
     loops = select_loops(__package__, backend)
     rng = np.random.default_rng(seed)
@@ -35,6 +37,8 @@ def _squeak_sequential(idx, pts, kern, gamma_reg, eps, qbar, block_size, seed, b
         leaf = _leaf(idx[pos:pos + b], _take(pts, slice(pos, pos + b)), qbar, kern)
         d = _dict_update(_concat(d, leaf, kern), gamma_reg, eps, qbar, rng, loops)
         pos += b
+        if progress is not None:
+            progress("block", min(pos, n), n, level=2, dictionary=len(d))
     return d
 
 
@@ -68,8 +72,12 @@ def _seeds(random_state, n_partitions):
 
 
 def _run_squeak(kern, pts, n, gamma_reg, eps, qbar, n_partitions, block_size, n_jobs,
-                random_state, backend):
-    """SQUEAK (one partition) or DISQUEAK's merge tree; returns the root dictionary."""
+                random_state, backend, progress=None):
+    """SQUEAK (one partition) or DISQUEAK's merge tree; returns the root dictionary.
+
+    ``progress`` (a :class:`~kernelkit.utils._verbose.Progress`) reports the pass
+    (level 1) and its blocks (level 2), or DISQUEAK's leaves and merge levels.
+    """
     from joblib import Parallel, delayed
 
     n_partitions = min(n_partitions, n)
@@ -77,17 +85,25 @@ def _run_squeak(kern, pts, n, gamma_reg, eps, qbar, n_partitions, block_size, n_
     leaf_seeds, merge_seeds = _seeds(random_state, n_partitions)
     args = (kern, gamma_reg, eps, qbar)
     if n_partitions == 1:
-        return _squeak_sequential(parts[0], pts, *args, block_size, leaf_seeds[0], backend)
+        d = _squeak_sequential(parts[0], pts, *args, block_size, leaf_seeds[0], backend,
+                               progress)
+        if progress is not None:
+            progress("pass", 1, 1, points=n, dictionary=len(d))
+        return d
     items = Parallel(n_jobs=n_jobs)(
         delayed(_squeak_sequential)(part, _take(pts, part), *args, block_size, seed, backend)
         for part, seed in zip(parts, leaf_seeds, strict=True))
+    if progress is not None:
+        progress("leaves", len(items), level=1, dictionaries=[len(d) for d in items])
     node = 0
-    for pairs, carry in _tree_pairs(len(items)):
+    for level, (pairs, carry) in enumerate(_tree_pairs(len(items)), 1):
         merged = Parallel(n_jobs=n_jobs)(
             delayed(_squeak_merge)(items[i], items[j], *args, merge_seeds[node + k], backend)
             for k, (i, j) in enumerate(pairs))
         node += len(pairs)
         items = merged + ([items[-1]] if carry else [])
+        if progress is not None:
+            progress("merge level", level, level=1, dictionaries=[len(d) for d in items])
     return items[0]
 
 
@@ -143,6 +159,9 @@ class SQUEAK(BaseEstimator):
     backend : {{"auto", "numpy", "numba", "cupy"}} or None, default=None
         Engine for the kernel evaluations and the thinning loop; None follows
         :func:`kernelkit.set_config`. Resolved in ``fit`` into ``backend_``.
+    verbose : int, default=0
+        0 silent; 1 one line when the pass (or each DISQUEAK merge level) ends, with
+        the dictionary size; 2 also one line per block of points added.
 
     Attributes
     ----------
@@ -202,7 +221,7 @@ class SQUEAK(BaseEstimator):
 
     def __init__(self, gamma_reg="auto", *, epsilon=0.5, qbar="auto", delta=0.1, kernel="rbf",
                  gamma=None, degree=3, coef0=1, kernel_params=None, n_partitions=1,
-                 block_size=None, n_jobs=None, random_state=None, backend=None):
+                 block_size=None, n_jobs=None, random_state=None, backend=None, verbose=0):
         self.gamma_reg = gamma_reg
         self.epsilon = epsilon
         self.qbar = qbar
@@ -217,6 +236,7 @@ class SQUEAK(BaseEstimator):
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.backend = backend
+        self.verbose = verbose
 
     def _precomputed(self):
         return isinstance(self.kernel, str) and self.kernel == "precomputed"
@@ -272,7 +292,7 @@ class SQUEAK(BaseEstimator):
         n = X.shape[0]
         d = _run_squeak(kern, pts, n, prm["gamma_reg"], prm["eps"], prm["qbar"],
                         prm["n_partitions"], self.block_size, self.n_jobs, self.random_state,
-                        self.backend_)
+                        self.backend_, Progress(self, check_verbose(self.verbose)))
         scores = _partition_scores(d, kern, pts, prm["gamma_reg"], prm["qbar"])
         return self._fit_finish(X, kern, d, scores)
 

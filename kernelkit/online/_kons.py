@@ -155,8 +155,8 @@ class _KONSBase(BaseEstimator):
                 if not np.isfinite(st["fstate"][0]):
                     raise ValueError("the cumulative loss became non-finite; the targets or "
                                      "the kernel values are too large: rescale X and y.")
-                if backup is not None and (r0 // _CHUNK) % 20 == 19:
-                    progress("samples", int(st["istate"][1]), None,
+                if (r0 // _CHUNK) % 20 == 19:
+                    progress("samples", int(st["istate"][1]), None, level=2,
                              n_atoms=int(st["istate"][0]), loss=float(st["fstate"][0]))
         except BaseException:
             if backup is not None:
@@ -164,6 +164,8 @@ class _KONSBase(BaseEstimator):
                 st.update(backup[0])
                 self._rs.set_state(backup[1])
             raise
+        progress("pass", samples=n, n_seen=int(st["istate"][1]), n_atoms=int(st["istate"][0]),
+                 cumulative_loss=float(st["fstate"][0]))
         self._sync()
         return pred
 

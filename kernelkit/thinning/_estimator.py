@@ -12,6 +12,7 @@ from .._config import get_config
 from ..backend import get_backend, resolve_backend
 from ..kernels import resolve_kernel
 from ..utils._validation import check_weights
+from ..utils._verbose import Progress, check_verbose
 from ._kernel import _AUTO_MMD_MAX_N, COMPRESS, VARIANTS, _Pool, _power_spec, _ThinKernel
 from ._kt import _check_psd, _compress, _compress_plan, _kt, _systematic_resample
 
@@ -97,6 +98,9 @@ class KernelThinning(BaseEstimator):
         Resolved in ``fit`` into ``backend_``.
     random_state : int, RandomState instance or None, default=None
         Seeds KT-SPLIT's coins, the leftover points and Compress's symmetrization.
+    verbose : int, default=0
+        0 silent; 1 one line per stage (KT's halving rounds with KT-SWAP, each of
+        Compress++'s four compressed quarters, its final thinning) with the points kept.
 
     Attributes
     ----------
@@ -171,7 +175,7 @@ class KernelThinning(BaseEstimator):
 
     def __init__(self, kernel="rbf", *, gamma=None, degree=3, coef0=1, kernel_params=None,
                  variant="target", alpha=None, m=None, delta=0.5, compress=None, g=4,
-                 compute_mmd="auto", backend=None, random_state=None):
+                 compute_mmd="auto", backend=None, random_state=None, verbose=0):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -186,6 +190,7 @@ class KernelThinning(BaseEstimator):
         self.compute_mmd = compute_mmd
         self.backend = backend
         self.random_state = random_state
+        self.verbose = verbose
 
     def _precomputed(self):
         return isinstance(self.kernel, str) and self.kernel == "precomputed"
@@ -325,6 +330,7 @@ class KernelThinning(BaseEstimator):
         idx, mmd = _kt(split, swap, engine, local, m, delta, rng, budget,
                        weights=None if weights is None else weights[support],
                        unique=weights is None, want_mmd=want_mmd)
+        self._progress("KT (split + swap)", rounds=m, points=len(local), kept=len(idx))
         return support[idx], mmd
 
     def _compress_fit(self, split_kern, swap_kern, engine, seq, n, m, delta, g, rng, budget,
@@ -357,15 +363,24 @@ class KernelThinning(BaseEstimator):
         parts = np.array_split(seq, 4)
         delta_t = delta * m_thin / (m_thin + 2.0 ** m_thin * depth)
         sq = sum(_compress_plan(len(p), depth)[1] for p in parts)
-        C = np.concatenate([_compress(split_kern, swap_kern, engine, p, depth,
-                                      (delta - delta_t) / sq, rng, budget) for p in parts])
+        quarters = []
+        for i, p in enumerate(parts, 1):
+            quarters.append(_compress(split_kern, swap_kern, engine, p, depth,
+                                      (delta - delta_t) / sq, rng, budget))
+            self._progress("Compress quarter", i, 4, levels=depth, points=len(p),
+                           kept=len(quarters[-1]))
+        C = np.concatenate(quarters)
         if len(C) < 2**m_thin:
             return C
         split = _Pool(split_kern, C, budget)
         swap = split if swap_kern is split_kern else _Pool(swap_kern, C, budget)
         Q, _ = _kt(split, swap, engine, np.arange(len(C)), m_thin, delta_t, rng, budget,
                    unique=True, want_mmd=False)
+        self._progress("Thin (KT)", rounds=m_thin, points=len(C), kept=len(Q))
         return C[Q]
+
+    def _progress(self, *args, **values):
+        Progress(self, check_verbose(self.verbose))(*args, **values)
 
     def fit_transform(self, X, y=None, sample_weight=None):
         """Select the coreset and return its points.
