@@ -5,7 +5,7 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin
+from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.model_selection import train_test_split
@@ -16,6 +16,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..backend import resolve_backend
 from ..kernels import KernelOperator, make_kernel
+from ..utils._classes import OneVsAllClassifierMixin
 from ..utils._threads import blas_threads_for, single_blas_thread
 from ..utils._verbose import check_verbose
 from . import _solver as _ep
@@ -534,7 +535,7 @@ class EigenProRegressor(MultiOutputMixin, RegressorMixin, _BaseEigenPro):
         return self._decision(X)
 
 
-class EigenProClassifier(ClassifierMixin, _BaseEigenPro):
+class EigenProClassifier(OneVsAllClassifierMixin, _BaseEigenPro):
     """Kernel classification by EigenPro 2 / 3 / 4 preconditioned SGD.
 
     One-vs-all regression on one-hot targets, as in the EigenPro papers: class
@@ -577,6 +578,8 @@ class EigenProClassifier(ClassifierMixin, _BaseEigenPro):
     True
     """
 
+    _binary_offset = 0.5  # two classes: the 0/1 target of classes_[1] is thresholded at 1/2
+
     def fit(self, X, y):
         """Fit one-vs-all regressions on one-hot targets by EigenPro iterations.
 
@@ -606,41 +609,6 @@ class EigenProClassifier(ClassifierMixin, _BaseEigenPro):
         if Y_val.shape[1] == 1:
             return accuracy_score(Y_val[:, 0] > 0.5, pred[:, 0] > 0.5)
         return accuracy_score(Y_val.argmax(axis=1), pred.argmax(axis=1))
-
-    def decision_function(self, X):
-        """Per-class scores; the predicted class has the largest.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Inputs.
-
-        Returns
-        -------
-        scores : ndarray of shape (n_samples,) for two classes, else (n_samples, n_classes)
-            For two classes, the output for ``classes_[1]`` minus 1/2 (positive means
-            ``classes_[1]``); otherwise the regression output of each class.
-        """
-        scores = self._decision(X)
-        return scores[:, 0] - 0.5 if scores.shape[1] == 1 else scores
-
-    def predict(self, X):
-        """Predicted class labels.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Inputs.
-
-        Returns
-        -------
-        y_pred : ndarray of shape (n_samples,)
-            Labels from ``classes_``.
-        """
-        scores = self.decision_function(X)
-        idx = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
-        return self.classes_[idx]
-
 
 _names = "rbf, laplacian, matern, polynomial, linear, cosine, ntk, nngp"
 for _cls in (EigenProRegressor, EigenProClassifier):

@@ -8,7 +8,7 @@ Adaptive Embedding", NeurIPS 2017 (PROS-N-KONS).
 
 import numpy as np
 from scipy.linalg import solve_triangular
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils._available_if import available_if
 from sklearn.utils.multiclass import check_classification_targets
@@ -16,6 +16,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..backend import resolve_backend
 from ..kernels import is_precomputed, resolve_kernel
+from ..utils._classes import OneVsAllClassifierMixin
 from ..utils._dispatch import select_loops
 from ..utils._threads import single_blas_thread
 from ..utils._validation import check_scalar_param
@@ -430,7 +431,7 @@ class KONSRegressor(RegressorMixin, _KONSBase):
         return self._decision(X)[:, 0]
 
 
-class KONSClassifier(ClassifierMixin, _KONSBase):
+class KONSClassifier(OneVsAllClassifierMixin, _KONSBase):
     __doc__ = f"""Second-order online kernel classification (KONS, Sketched-KONS, PROS-N-KONS).
 
     Binary problems learn one function on ``{{-1, +1}}`` labels, multiclass ones one
@@ -575,35 +576,6 @@ class KONSClassifier(ClassifierMixin, _KONSBase):
                              "at least two classes.")
         self._partial_fit(X, y, classes=classes, reset=True)
         return self
-
-    def decision_function(self, X):
-        """Per-class scores of the current function.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        scores : ndarray of shape (n_samples,) for two classes, else (n_samples, n_classes)
-        """
-        scores = self._decision(X)
-        return scores[:, 0] if scores.shape[1] == 1 else scores
-
-    def predict(self, X):
-        """Predicted class labels.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        y_pred : ndarray of shape (n_samples,)
-        """
-        scores = self.decision_function(X)
-        idx = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
-        return self.classes_[idx]
 
     def _has_proba(self):
         return self.loss == "logistic"

@@ -12,7 +12,7 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin
+from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
@@ -21,6 +21,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from ..backend import resolve_backend
 from ..kernels import NTK, Kernel, is_precomputed, make_kernel
 from ..kernels._resolve import KernelOperator
+from ..utils._classes import OneVsAllClassifierMixin
 from ..utils._linalg import solve_ridge
 from ..utils._validation import check_kernel_matrix
 from ..utils._verbose import Progress, check_verbose
@@ -338,7 +339,7 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
         return ridge_predict_moments(self, X, return_std, return_cov)
 
 
-class _ClassifierMixin(ClassifierMixin):
+class _ClassifierMixin(OneVsAllClassifierMixin):
     """One-vs-all ridge classification on {-1, +1} targets (as ``RidgeClassifier``)."""
 
     def fit(self, X, y, sample_weight=None):
@@ -365,36 +366,6 @@ class _ClassifierMixin(ClassifierMixin):
         Y = self._label_binarizer.fit_transform(y).astype(np.float64)
         self.classes_ = self._label_binarizer.classes_
         return self._fit_targets(X, Y, sample_weight)
-
-    def decision_function(self, X):
-        """Per-class scores; positive means the class is predicted.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        scores : ndarray of shape (n_samples,) for two classes, else (n_samples, n_classes)
-        """
-        scores = self._decision(X)
-        return scores[:, 0] if scores.shape[1] == 1 else scores
-
-    def predict(self, X):
-        """Predicted class labels.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        y_pred : ndarray of shape (n_samples,)
-        """
-        scores = self.decision_function(X)
-        idx = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
-        return self.classes_[idx]
-
 
 class KernelRidgeClassifier(_ClassifierMixin, _KernelRidgeBase):
     """Kernel ridge classifier: one-vs-all kernel ridge on {-1, +1} targets.
