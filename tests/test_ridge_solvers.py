@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
+from numpy.testing import assert_allclose
 from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.estimator_checks import parametrize_with_checks
@@ -305,3 +306,31 @@ def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         check(estimator)
+
+
+# ------------------------------------------------------- scale-free pcg (adversarial finds)
+@pytest.mark.parametrize("scale", [1e-150, 1e-30, 1e30, 1e150])
+def test_pcg_is_scale_free_in_the_targets(scale):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    y = X[:, 0] + 0.1 * rng.normal(size=60)
+    pcg = KernelRidge(kernel="rbf", solver="pcg").fit(X, y * scale).predict(X) / scale
+    chol = KernelRidge(kernel="rbf", solver="cholesky").fit(X, y * scale).predict(X) / scale
+    assert_allclose(pcg, chol, atol=1e-4)
+
+
+def test_pcg_kernel_matrix_from_inputs_outside_float32_range():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(60, 3)) * 1e150
+    y = rng.normal(size=60)
+    kw = dict(kernel="rbf", gamma=1e-300, alpha=1e-3)
+    pcg = KernelRidge(solver="pcg", **kw).fit(X, y)
+    chol = KernelRidge(solver="cholesky", **kw).fit(X, y)
+    assert_allclose(pcg.predict(X), chol.predict(X), atol=1e-4)
+
+
+def test_auto_keeps_cholesky_for_low_rank_dot_product_kernels():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(4500, 5))
+    assert KernelRidge().fit(X, X.sum(1)).solver_ == "cholesky"  # default linear kernel
+    assert KernelRidge(kernel="rbf", gamma=0.1).fit(X[:100], X[:100, 0]).solver_ == "cholesky"

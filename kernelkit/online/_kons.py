@@ -113,7 +113,7 @@ class _KONSBase(BaseEstimator):
 
     @property
     def atoms_(self):
-        """ndarray of shape (n_atoms_, n_features_in_): the stored samples (a view)."""
+        """ndarray of shape (`n_atoms_`, `n_features_in_`): the stored samples (a view)."""
         check_is_fitted(self)
         return self._st["atoms"][: self.n_atoms_]
 
@@ -282,7 +282,7 @@ _PARAMS_DOC = """
 _ATTRS_DOC = """
     n_atoms_ : int
         Number of stored atoms (the model's support; bounded by the sketch).
-    atoms_ : ndarray of shape (n_atoms_, n_features_in_)
+    atoms_ : ndarray of shape (`n_atoms_`, `n_features_in_`)
         The stored samples.
     cumulative_loss_ : float
         Sum of the losses of the prequential predictions (each sample predicted
@@ -293,7 +293,7 @@ _ATTRS_DOC = """
         Restarts of the learner (PROS-N-KONS's new atoms, ``forgetting="restart"``).
     backend_ : str
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Only when ``X`` has string column names."""
 
 _NOTES_DOC = """

@@ -352,9 +352,9 @@ _PARAMS_DOC = """
         Compute engine for the kernel; resolved in ``fit`` into ``backend_``."""
 
 _ATTR_DOC = """
-    centers_ : ndarray of shape (n_centers_, n_features), float64
+    centers_ : ndarray of shape (`n_centers_`, n_features), float64
         The Nyström centers.
-    center_indices_ : ndarray of shape (n_centers_,) or None
+    center_indices_ : ndarray of shape (`n_centers_`,) or None
         Rows of the training ``X`` used as centers (None when ``centers`` is an array).
     n_centers_ : int
     n_iter_ : int
@@ -393,7 +393,7 @@ class FalkonRegressor(MultiOutputMixin, RegressorMixin, _FalkonBase):
 
     Attributes
     ----------
-    dual_coef_ : ndarray of shape (n_centers_,) or (n_centers_, n_targets), float64
+    dual_coef_ : ndarray of shape (`n_centers_`,) or (`n_centers_`, n_targets), float64
     {attrs}
     {raises}
 
@@ -469,7 +469,7 @@ class FalkonClassifier(_ClassifierMixin, _FalkonBase):
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
-    dual_coef_ : ndarray of shape (n_centers_, n_classes) (one column for two classes)
+    dual_coef_ : ndarray of shape (`n_centers_`, n_classes) (one column for two classes)
     {attrs}
     {raises}
     """

@@ -120,6 +120,10 @@ class _KernelRidgeBase(BaseEstimator):
             raise ValueError(f"cache_size must be a number of MiB >= 0, got {c!r}.")
         return float(c)
 
+    def _kernel_name(self):
+        k = getattr(self, "kernel", "ntk")
+        return type(k).__name__.lower() if not isinstance(k, str) and hasattr(k, "spec") else k
+
     def _check_solver(self, n, alpha):
         """Validated ``(solver, tol, max_iter, verbose)``; ``"auto"`` resolved."""
         solver = self.solver
@@ -135,8 +139,12 @@ class _KernelRidgeBase(BaseEstimator):
         verbose = check_verbose(self.verbose)
         self._cache_mib()
         min_alpha = float(np.min(alpha))
-        if solver == "auto":
-            solver = "pcg" if n >= AUTO_PCG_MIN_SAMPLES and min_alpha > 0 else "cholesky"
+        if solver == "auto":  # dot-product kernels have rank <= their feature map's: the
+            # Nyström preconditioner of a low-rank K converges badly, Cholesky is cheap there
+            low_rank = isinstance(self._kernel_name(), str) and self._kernel_name() in (
+                "linear", "poly", "polynomial", "cosine")
+            solver = ("pcg" if n >= AUTO_PCG_MIN_SAMPLES and min_alpha > 0 and not low_rank
+                      else "cholesky")
         elif solver == "pcg" and min_alpha <= 0:
             raise ValueError("solver='pcg' needs alpha > 0 (the Nyström preconditioner shifts "
                              "by alpha); use solver='cholesky' for alpha=0.")

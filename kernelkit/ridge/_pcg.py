@@ -41,6 +41,12 @@ def product_dtype(tol, forced=None):
     return np.dtype(np.float32) if tol >= FLOAT32_MIN_TOL else np.dtype(np.float64)
 
 
+def _fits_float32(X):
+    """Whether casting ``X`` to float32 keeps every entry (no overflow, no underflow)."""
+    a = np.abs(X[X != 0])
+    return a.size == 0 or (a.max() < 1e37 and a.min() > 1e-37)
+
+
 class KernelProduct:
     """``v -> S K S v`` for ``S = diag(sqrt(sample_weight))`` (identity when None).
 
@@ -71,10 +77,15 @@ class KernelProduct:
             return
         n = X.shape[0]
         self.stored = n * n * self.dtype.itemsize <= cache_size * 2**20
-        # the engine computes float32 blocks from float64 arithmetic (accurate entries)
-        self.K = op.block(X.astype(self.dtype, copy=False)) if self.stored else None
-        if self.K is not None:
-            self.K = np.asarray(op.engine.to_host(self.K))
+        self.K = None
+        if self.stored and _fits_float32(X) or self.stored and self.dtype == np.float64:
+            # the engine computes float32 blocks from float64 arithmetic (accurate entries)
+            self.K = np.asarray(op.engine.to_host(op.block(X.astype(self.dtype, copy=False))))
+        elif self.stored:  # X itself would over/underflow in float32: float64 row blocks
+            self.K = np.empty((n, n), self.dtype)
+            rows = max(1, int(get_config()["working_memory"] * 2**20 // (8 * n)))
+            for r0 in range(0, n, rows):
+                self.K[r0:r0 + rows] = op.block_host(X[r0:r0 + rows], X)
 
     @property
     def n(self):
@@ -306,8 +317,31 @@ def _pcg_ridge(product, Y, alpha, tol, max_iter, random_state, progress, owner):
         V = V.reshape(Y.shape)
         return (product(V) + a_cols * V).reshape(n, -1)
 
-    C, n_iter, rel = conjugate_gradient(apply_A, Y, tol, max_iter, precond=precond,
+    # scale-free: solve for Y / rms(Y) (float32 products would lose tiny or huge targets)
+    scale = float(np.sqrt(np.mean(np.square(Y / max(np.abs(Y).max(), 1e-300)))))
+    scale *= max(float(np.abs(Y).max()), 1e-300)
+    scale = scale if np.isfinite(scale) and scale > 0 else 1.0
+    Ys = Y / scale
+    C, n_iter, rel = conjugate_gradient(apply_A, Ys, tol, max_iter, precond=precond,
                                         progress=progress)
+    if np.any(rel > tol) and product.dtype == np.float32 and product.op is not None:
+        # float32 products stall near eps32 * cond(K + alpha I): refine with float64
+        # residuals (recomputed blockwise) and float32 inner solves
+        exact = KernelProduct(product.op, product.X, sw=product.sw, dtype=np.float64,
+                              cache_size=0.0)
+        ynorm = np.linalg.norm(Ys.reshape(n, -1), axis=0)
+        last = np.inf
+        for _ in range(4):
+            R = Ys - (exact(C) + a_cols * C)
+            rel = np.linalg.norm(R.reshape(n, -1), axis=0) / np.where(ynorm > 0, ynorm, 1.0)
+            if not np.any(rel > tol) or rel.max() > 0.5 * last:  # done, or not helping
+                break
+            last = rel.max()
+            dC, it, _ = conjugate_gradient(apply_A, R, tol * ynorm.max() /
+                                           max(float(np.linalg.norm(R)), 1e-300),
+                                           max_iter, precond=precond, progress=progress)
+            C, n_iter = C + dC, n_iter + it
+    C = C * scale
     if progress is not None:
         progress("PCG done", n_iter, max_iter, rank=U.shape[1], max_rel_residual=float(rel.max()))
     if np.any(rel > tol):
