@@ -343,3 +343,11 @@ def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         check(estimator)
+
+
+def test_classifier_rejects_a_single_labeled_class():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    for y in (np.zeros(60, int), np.r_[0, -np.ones(59, int)]):
+        with pytest.raises(ValueError, match="number of classes"):
+            STKRClassifier().fit(X, y)

@@ -344,8 +344,8 @@ class STKRClassifier(ClassifierMixin, _STKRBase):
         Raises
         ------
         ValueError
-            If ``y`` is not a vector of class labels, has no labeled row or a length
-            other than ``X``'s.
+            If ``y`` is not a vector of class labels, has no labeled row, a single
+            class among the labeled rows, or a length other than ``X``'s.
         """
         X = self._validate_X(X, reset=True)
         _require_y(self, y)
@@ -356,6 +356,9 @@ class STKRClassifier(ClassifierMixin, _STKRBase):
             raise ValueError("y has no labeled sample (every entry is -1, the unlabeled "
                              "marker); STKR needs at least one labeled row.")
         self.classes_, idx = np.unique(y[labeled], return_inverse=True)
+        if self.classes_.size < 2:  # as scikit-learn's classifiers
+            raise ValueError(f"The number of classes has to be greater than one; got 1 class "
+                             f"({self.classes_[0]!r}) among the labeled rows of y.")
         Y = np.zeros((labeled.size, self.classes_.size))
         Y[np.arange(labeled.size), idx] = 1.0
         fitted = self._fit_targets(X, Y, labeled)
