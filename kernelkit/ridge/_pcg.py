@@ -78,7 +78,7 @@ class KernelProduct:
         n = X.shape[0]
         self.stored = n * n * self.dtype.itemsize <= cache_size * 2**20
         self.K = None
-        if self.stored and _fits_float32(X) or self.stored and self.dtype == np.float64:
+        if self.stored and (self.dtype == np.float64 or _fits_float32(X)):
             # the engine computes float32 blocks from float64 arithmetic (accurate entries)
             self.K = np.asarray(op.engine.to_host(op.block(X.astype(self.dtype, copy=False))))
         elif self.stored:  # X itself would over/underflow in float32: float64 row blocks
