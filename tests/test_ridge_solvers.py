@@ -17,7 +17,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from kernelkit import KernelRidge, KernelRidgeClassifier, NTKRidge
 from kernelkit.kernels import RBF
 from kernelkit.ridge import FalkonClassifier, FalkonRegressor, _kernel_ridge
-from kernelkit.ridge._pcg import NystromPreconditioner, nystrom_sketch
+from kernelkit.ridge._pcg import NystromPreconditioner, rp_cholesky
 
 GAMMA = 0.3
 
@@ -129,21 +129,42 @@ def test_pcg_convergence_warning_and_verbose(capsys):
     assert "[KernelRidge] PCG done" in out and "CG iteration 1" in out
 
 
-def test_nystrom_sketch_recovers_low_rank_operator():
-    # an exactly rank-20 psd matrix is recovered by a rank >= 20 sketch (FTU Alg. 2.1)
+def test_rp_cholesky_recovers_low_rank_operator_and_preconditions_exactly():
+    # an exactly rank-20 psd matrix is recovered exactly by RPCholesky (Chen et al. 2024),
+    # which stops at rank 20 (the residual trace vanishes), whatever max_rank
     rng = np.random.RandomState(0)
     G = rng.randn(300, 20)
     A = G @ G.T
-    U, lam = nystrom_sketch(lambda V: A @ V, 300, 1e-9, rng, rank0=32, max_rank=32)
-    np.testing.assert_allclose((U * lam) @ U.T, A, atol=1e-8 * np.abs(A).max())
-    # FTU eq. (5.3): P^-1 (A + mu I) is (lam_l + mu) on range(U) and mu on its complement
+    F, FtF = rp_cholesky(lambda S: A[:, S], np.diag(A).copy(), 1e-9, rng, max_rank=64)
+    assert F.shape == (300, 20)
+    np.testing.assert_allclose(F @ F.T, A, atol=1e-8 * np.abs(A).max())
+    np.testing.assert_allclose(FtF, F.T @ F, rtol=1e-12, atol=1e-10)
+    # P = F F^T + mu I: P^-1 (A + mu I) is the identity when F F^T = A (Woodbury, exact)
     mu = 0.5
-    P = NystromPreconditioner(U, lam, mu)
-    Am = A + mu * np.eye(300)
-    np.testing.assert_allclose(P(Am @ U), (lam[-1] + mu) * U, atol=1e-8 * lam[0])
-    v = rng.randn(300)
-    v -= U @ (U.T @ v)
-    np.testing.assert_allclose(P(Am @ v), mu * v, atol=1e-8 * lam[0])
+    P = NystromPreconditioner(F, FtF, mu)
+    V = rng.randn(300, 3)
+    np.testing.assert_allclose(P((A + mu * np.eye(300)) @ V), V, atol=1e-9)
+    # duplicated points (a singular pivot block) do not break it
+    B = np.repeat(A[::3][:, ::3], 3, axis=0)[:, np.repeat(np.arange(100), 3)]
+    F2, _ = rp_cholesky(lambda S: B[:, S], np.diag(B).copy(), 1e-9, rng, max_rank=64)
+    np.testing.assert_allclose(F2 @ F2.T, B, atol=1e-8 * np.abs(B).max())
+
+
+@pytest.mark.parametrize("kernel, X", [
+    ("linear", np.random.RandomState(0).randn(600, 5)),
+    ("poly", np.random.RandomState(1).randn(600, 3)),
+    ("rbf", np.random.RandomState(2).randn(600, 1)),  # numerically low rank
+], ids=["linear", "poly", "rbf-1d"])
+@pytest.mark.parametrize("tol", [1e-10, 1e-5], ids=["float64", "float32"])
+def test_pcg_low_rank_kernels_converge_to_cholesky(kernel, X, tol):
+    y = np.sin(X).sum(1) + 0.1 * np.random.RandomState(3).randn(len(X))
+    kw = dict(alpha=1e-3, kernel=kernel, gamma=0.5 if kernel != "linear" else None)
+    chol = KernelRidge(**kw, solver="cholesky").fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        m = KernelRidge(**kw, solver="pcg", tol=tol, random_state=0).fit(X, y)
+    assert m.n_iter_ <= 60, m.n_iter_
+    assert _rel(m.predict(X), chol.predict(X)) < max(10 * tol, 1e-8)
 
 
 def _iters(n):

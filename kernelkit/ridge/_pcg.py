@@ -1,14 +1,20 @@
 """Conjugate gradients for kernel ridge: the shared CG loop and the Nyström preconditioner.
 
 Exact kernel ridge solves ``(K + alpha I) C = Y``. :func:`pcg_ridge` solves it by
-conjugate gradients preconditioned with a randomized Nyström approximation of ``K``
-(Frangella, Tropp & Udell, "Randomized Nyström Preconditioning", SIAM J. Matrix
-Anal. Appl. 44(2), 2023: Algorithm 2.1 for the approximation, eq. (5.3) for the
-preconditioner, Algorithm 5.4's rank doubling for its rank). With the rank near the
-effective dimension ``d_eff(alpha)`` the preconditioned system has a condition number
-``O(1)`` whatever ``n`` (their Theorem 5.1), so the iteration count stays bounded as
-``n`` grows. Targets are solved together: one preconditioner, one kernel product per
-iteration for all columns, each column its own CG scalars.
+conjugate gradients preconditioned with a randomized Nyström approximation
+``K ~ F F^T`` (Frangella, Tropp & Udell, "Randomized Nyström Preconditioning", SIAM J.
+Matrix Anal. Appl. 44(2), 2023), here drawn by block randomly pivoted Cholesky (Chen,
+Epperly, Tropp & Webber, "Randomly pivoted Cholesky: Practical approximation of a
+kernel matrix with few entry evaluations", Comm. Pure Appl. Math. 2024), the
+preconditioner Díaz, Epperly, Frangella, Tropp & Webber ("Robust, randomized
+preconditioning for kernel ridge regression", 2023) recommend for kernel ridge: it
+reads ``r`` columns of ``K`` and its diagonal (``O(n r)`` kernel entries, ``O(n r^2)``
+flops) where a Gaussian sketch needs ``r`` full products with ``K``. With the rank
+near the effective dimension ``d_eff(alpha)`` the preconditioned system has a
+condition number ``O(1)`` whatever ``n`` (FTU's Theorem 5.1; Díaz et al.'s Theorem
+2.2), so the iteration count stays bounded as ``n`` grows. Targets are solved
+together: one preconditioner, one kernel product per iteration for all columns, each
+column its own CG scalars.
 
 The kernel matrix is held in float32 when it fits ``cache_size`` (products in
 float32, CG vectors and scalars in float64), else every product recomputes it blockwise
@@ -22,16 +28,20 @@ from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 
 from .._config import get_config
-from ..utils._threads import single_blas_thread
+from ..utils._threads import blas_threads_for, map_row_blocks, single_blas_thread
 
 # tolerances at or above this are met by float32 kernel products (float32 holds K to
 # ~6e-8 relative; the residual floor of a float32 product is a few times that)
 FLOAT32_MIN_TOL = 1e-6
 DEFAULT_MAX_ITER = 500
-_RANK0 = 64              # first sketch size of the rank doubling
-_RANK_RATIO = 10.0       # stop doubling once the last Nyström eigenvalue <= this * alpha
+_RANK0 = 128             # first rank checked (then doubled)
+_BLOCK = 128             # pivots drawn per block-RPCholesky step
+_RANK_RATIO = 10.0       # stop growing once the last Nyström eigenvalue <= this * alpha
 _MAX_RANK = 4096
-_MIN_COLS = 32           # cost of a memory-bound product, in GEMM columns
+# A held K: the preconditioner's two passes over F (n x r float64) per iteration cost
+# about 4 r / n of a float32 product over K; r <= n / 16 keeps them within a quarter
+_HELD_RANK_FRACTION = 1 / 16
+_PANEL_ROWS = 1024       # rows per thread of a held float32 product (own pool, 1 BLAS thread)
 
 
 def product_dtype(tol, forced=None):
@@ -94,130 +104,215 @@ class KernelProduct:
     def __call__(self, V):
         V = V if self.sw is None else V * self.sw.reshape((-1,) + (1,) * (V.ndim - 1))
         if self.stored:
-            out = (self.K @ V.astype(self.dtype, copy=False)).astype(np.float64)
+            Vc = np.ascontiguousarray(V, dtype=self.dtype)
+            out = np.empty(V.shape)
+
+            def job(r0, r1):
+                out[r0:r1] = self.K[r0:r1] @ Vc
+
+            map_row_blocks(job, self.n, _PANEL_ROWS)
         else:
             out = np.asarray(self.op.engine.to_host(self.op.matmul(self.X, self.X, V)),
                              dtype=np.float64)
         return out if self.sw is None else out * self.sw.reshape((-1,) + (1,) * (V.ndim - 1))
+
+    def columns(self, S):
+        """``(S K S)[:, S]`` as an ``(n, len(S))`` float64 array."""
+        if self.K is not None:  # rows of the symmetric K: contiguous, unlike its columns
+            G = np.ascontiguousarray(self.K[S].T, dtype=np.float64)
+        else:
+            G = self.op.block_host(self.X, self.X[S])
+        if self.sw is not None:
+            G *= self.sw[:, None] * self.sw[S][None, :]
+        return G
+
+    def diagonal(self):
+        """The diagonal of ``S K S`` (from the held matrix when there is one), float64."""
+        d = (np.diagonal(self.K).astype(np.float64) if self.K is not None
+             else self.op.diag(self.X))
+        return d if self.sw is None else d * self.sw**2
+
+    @property
+    def rounded(self):
+        """Whether products use a float32-held ``k(X, X)`` that float64 can refine."""
+        return self.K is not None and self.op is not None and self.K.dtype == np.float32
+
+    def storage_error(self, C):
+        """Estimated ``||dK c||`` per column of ``C`` for the rounding ``dK`` of a held K.
+
+        Rounding errors are independent, at most ``eps |K_ij| / 2`` each, so
+        ``||dK c|| ~ eps / sqrt(12) ||c|| max_j ||K_:j||``; ``eps ||c|| max_j ||K_:j||``
+        keeps a margin of 3.5. (The worst case, ``eps ||K||_F ||c||``, is ``sqrt(n)``
+        times larger and never seen.)
+        """
+        if getattr(self, "_colnorm", None) is None:
+            sq = np.zeros(self.n)
+            w2 = None if self.sw is None else self.sw**2
+            for r0 in range(0, self.n, _PANEL_ROWS):
+                Kb = self.K[r0:r0 + _PANEL_ROWS].astype(np.float64)
+                sq += np.einsum("ij,ij->j", Kb, Kb) if w2 is None else w2[r0:r0 + len(Kb)] @ Kb**2
+            if self.sw is not None:
+                sq *= w2
+            self._colnorm = float(np.sqrt(sq.max(initial=0.0)))
+        cn = np.linalg.norm(C.reshape(self.n, -1), axis=0)
+        return float(np.finfo(self.K.dtype).eps) * self._colnorm * cn
+
+    @property
+    def eps(self):
+        """Relative accuracy of the held (or computed) kernel entries."""
+        return float(np.finfo(self.dtype if self.K is not None else np.float64).eps)
 
     def nbytes(self):
         """Bytes of the held kernel matrix (0 when recomputed on every product)."""
         return 0 if self.K is None else self.K.nbytes
 
 
-def _orthonormalize(G, Q):
-    """Columns of ``G`` made orthonormal and orthogonal to ``Q`` (BLAS-3 only).
+def rp_cholesky(columns, diag, mu, rng, *, max_rank, eps=2.0**-52,
+                block=_BLOCK, progress=None):
+    """Block randomly pivoted Cholesky: ``K ~ F F^T`` from a few columns of a psd ``K``.
 
-    Block Gram-Schmidt against ``Q`` then CholeskyQR, each twice (Yamamoto et al. 2015:
-    CholeskyQR2 is as orthogonal as Householder QR for a well-conditioned ``G``, which a
-    Gaussian matrix is), instead of LAPACK's panel QR, slow on tall matrices.
-    """
-    for _ in range(2):
-        if Q.shape[1]:
-            G = G - Q @ (Q.T @ G)
-        R = linalg.cholesky(G.T @ G, check_finite=False)
-        G = linalg.solve_triangular(R, G.T, trans="T", check_finite=False).T
-    return G
-
-
-def nystrom_sketch(matvec, n, mu, rng, *, rank0=_RANK0, max_rank=_MAX_RANK, n_targets=1,
-                   tol=1e-5, fixed_cost=0.0, progress=None):
-    """Randomized Nyström approximation ``U diag(lam) U^T`` of a psd operator.
-
-    Frangella, Tropp & Udell (2023), Algorithm 2.1 (orthonormal Gaussian test matrix,
-    shift ``nu = sqrt(n) eps ||Y||`` for stability, Cholesky, thin SVD, here through
-    the eigendecomposition of ``B^T B``), with the rank doubled (Algorithm 5.4) from
-    ``rank0``. New test columns are orthonormalised against the kept ones (the
-    approximation depends only on their span), so doubling costs no more products than
-    sketching the final rank at once. Doubling stops when the smallest retained
-    eigenvalue is at most ``10 mu``, at ``max_rank``, or when the CG iterations it would
-    save (from ``sqrt(kappa)``, the spectrum extrapolated geometrically) cost less than
-    the larger sketch: with few targets a product is cheap and a huge rank does not pay.
+    Chen, Epperly, Tropp & Webber (2024), block RPCholesky: draw ``block`` pivots
+    i.i.d. with probabilities proportional to the diagonal of the residual
+    ``K - F F^T``, take the residual's columns ``G`` at the (distinct) pivots and add
+    the Nyström update ``G W^+ G^T`` (``W`` the pivots' block of ``G``, factored by an
+    eigendecomposition that drops its numerically zero directions, so an exactly
+    low-rank or duplicated-point kernel stops early instead of failing). The rank is
+    doubled from ``_RANK0`` and stops growing when the smallest eigenvalue of
+    ``F F^T`` is at most ``10 mu`` (the preconditioned condition number is then about
+    ``1 + ||K - F F^T|| / mu``, small), when the residual trace vanishes, or at
+    ``max_rank``.
 
     Parameters
     ----------
-    matvec : callable
-        ``V (n, l) -> K V`` in float64.
-    n : int
+    columns : callable
+        ``S (s,) int -> K[:, S]`` as an ``(n, s)`` float64 array.
+    diag : ndarray of shape (n,)
+        The diagonal of ``K`` (the same values the columns hold there).
     mu : float
         The ridge shift (smallest ``alpha``).
     rng : numpy.random.RandomState
-    n_targets : int
-        Columns per CG product (for the cost model).
-    tol : float
-        CG tolerance (for the cost model).
-    fixed_cost : float
-        Cost of one product call beyond its columns, in columns (the feature count
-        when the kernel is recomputed on every product).
+    max_rank : int
+    eps : float
+        Relative accuracy of the columns (float32's eps for a float32-held ``K``): a
+        residual below ``1000 eps max(diag)`` is rounding, not signal (the updates
+        ``G - F F_S^T`` accumulate it).
 
     Returns
     -------
-    U : ndarray of shape (n, l), float64, orthonormal columns
-    lam : ndarray of shape (l,), float64, descending, >= 0
+    F : ndarray of shape (n, r), float64
+    FtF : ndarray of shape (r, r), float64
+        ``F^T F``.
     """
-    max_rank = max(1, min(max_rank, n))
-    l = min(rank0, max_rank)  # noqa: E741 (the sketch size l of Frangella, Tropp & Udell)
-    Q = np.empty((n, 0))
-    Y = np.empty((n, 0))
-    log_tol = np.log(2.0 / tol)
-    while True:
-        G = rng.standard_normal((n, l - Q.shape[1]))
-        Qn = _orthonormalize(G, Q)
-        Q = np.hstack([Q, Qn])
-        Y = np.hstack([Y, matvec(Qn)])
-        # FTU use ||Y||_2; the Frobenius norm bounds it at no SVD's cost (a larger, still
-        # negligible shift)
-        nu = np.sqrt(n) * np.finfo(np.float64).eps * np.linalg.norm(Y)
-        # in place and without forming B = Y_nu C^-1: three n x l arrays at most (Q, Y, U)
-        Y += nu * Q
-        core = Q.T @ Y
-        core = (core + core.T) / 2
-        try:
-            C = linalg.cholesky(core, check_finite=False)
-        except linalg.LinAlgError:  # only for a non-psd operator: clip its spectrum
-            w, V = linalg.eigh(core)
-            C = linalg.qr(np.sqrt(np.clip(w, nu, None))[:, None] * V.T, mode="r")[0]
-        Ci = linalg.solve_triangular(C, np.eye(C.shape[0]), check_finite=False)
-        BtB = Ci.T @ (Y.T @ Y) @ Ci  # B^T B, whose eigenpairs give B's SVD
-        s2, V = linalg.eigh((BtB + BtB.T) / 2, check_finite=False)
-        s2, V = s2[::-1], V[:, ::-1]
-        keep = s2 > s2[0] * np.finfo(np.float64).eps * l
-        U = Y @ (Ci @ (V[:, keep] / np.sqrt(s2[keep])))
-        Y -= nu * Q
-        lam = np.clip(s2[keep] - nu, 0.0, None)
-        if progress is not None:
-            progress("Nystrom rank", l, level=2, last_eig=float(lam[-1]), alpha=float(mu))
-        if lam[-1] <= _RANK_RATIO * mu or l >= max_rank or not keep.all():
-            return U, lam
-        # cost model, in product columns: doubling costs l more columns (+ its fixed
-        # cost) and ~5 n l^2 / n^2 of dense algebra; it saves CG iterations
-        half = lam[len(lam) // 2]
-        lam2 = lam[-1] * min(1.0, lam[-1] / half) if half > 0 else 0.0
-        saved = (np.sqrt(1 + lam[-1] / mu) - np.sqrt(1 + lam2 / mu)) / 2 * log_tol
-        # a product with few columns is memory-bound: it costs about _MIN_COLS columns;
-        # CG needs about twice the sqrt(kappa) estimate in practice (measured)
-        per_iter = max(n_targets, _MIN_COLS) + fixed_cost
-        if 2.0 * saved * per_iter < l + fixed_cost + 20.0 * l * l / n:
-            return U, lam
-        l = min(2 * l, max_rank)  # noqa: E741
+    n = diag.shape[0]
+    d = np.clip(np.asarray(diag, np.float64), 0.0, None)
+    max_rank = max(1, min(int(max_rank), n))
+    F = np.empty((n, max_rank))
+    F32 = np.empty((n, max_rank), np.float32) if eps >= np.finfo(np.float32).eps else None
+    FtF = np.empty((max_rank, max_rank))
+    # a pivot's residual below this is rounding (of float32 columns, or of the updates)
+    floor = 1000 * eps * max(float(d.max(initial=0.0)), 1e-300)
+    k, check = 0, min(_RANK0, max_rank)
+    while k < max_rank:
+        total = float(d.sum())
+        if not total > floor:
+            break
+        S = np.unique(rng.choice(n, min(block, check - k), p=d / total))
+        G = columns(S)
+        if k:  # the residual's columns; float32 columns tolerate a float32 update
+            Fu = F if F32 is None else F32
+            G -= Fu[:, :k] @ Fu[S, :k].T
+        with single_blas_thread():  # a small eigenproblem: a second thread only stalls
+            w, V = linalg.eigh((G[S] + G[S].T) / 2, check_finite=False)
+        keep = w > max(floor, float(w[-1]) * len(S) * 100 * np.finfo(np.float64).eps)
+        if not keep.any():
+            d[S] = 0.0  # only rounding left at these pivots
+            continue
+        V, w = V[:, keep], w[keep]
+        j = min(V.shape[1], max_rank - k)
+        Fn = G @ (V[:, -j:] / np.sqrt(w[-j:]))
+        F[:, k:k + j] = Fn
+        if F32 is not None:
+            F32[:, k:k + j] = Fn
+        FtF[:k, k:k + j] = F[:, :k].T @ Fn
+        FtF[k:k + j, :k] = FtF[:k, k:k + j].T
+        FtF[k:k + j, k:k + j] = Fn.T @ Fn
+        k += j
+        d -= np.einsum("ij,ij->i", Fn, Fn)
+        np.clip(d, 0.0, None, out=d)
+        d[S] = 0.0  # the pivots are interpolated exactly
+        if k >= check and k < max_rank:
+            lam_min = _smallest_eigenvalue(FtF[:k, :k], rng)
+            if progress is not None:
+                progress("Nystrom rank", k, level=2, last_eig=lam_min, alpha=float(mu),
+                         residual_trace=float(d.sum()))
+            if lam_min <= _RANK_RATIO * mu:
+                break
+            check = min(2 * check, max_rank)
+    return F[:, :k].copy() if k < max_rank else F, FtF[:k, :k].copy()
+
+
+def _smallest_eigenvalue(A, rng, n_iter=8):
+    """Rayleigh quotient of inverse iteration on a psd ``A`` (0 if it is singular).
+
+    An upper estimate of ``lambda_min(A)``, good within a small factor after a few
+    steps (all the rank rule needs), for ``r^3 / 3`` flops where a dense
+    eigensolver costs ``~10 r^3``.
+    """
+    try:
+        c = linalg.cho_factor(A, lower=True, check_finite=False)
+    except linalg.LinAlgError:
+        return 0.0
+    x = rng.standard_normal(A.shape[0])
+    for _ in range(n_iter):
+        x = linalg.cho_solve(c, x, check_finite=False)
+        x /= np.linalg.norm(x)
+        if not np.all(np.isfinite(x)):
+            return 0.0
+    return float(x @ (A @ x))
 
 
 class NystromPreconditioner:
-    """``P^-1 = (lam_l + mu) U (Lam + mu)^-1 U^T + (I - U U^T)`` (FTU 2023, eq. (5.3)).
+    """``P = F F^T + mu I``, applied as ``P^-1 R = (R - F (mu I + F^T F)^-1 F^T R) / mu``.
 
-    One per ``mu`` column (an ``alpha`` per target shares ``U`` and ``lam``).
+    The Nyström preconditioner (FTU 2023, eq. (5.3) up to the scaling of its range;
+    Díaz et al. 2023, eq. (2.3)) by the Woodbury identity: one Cholesky factor of an
+    ``r x r`` matrix per distinct ``mu`` (an ``alpha`` per target), float64 throughout
+    (``1 - s^2 / (s^2 + mu)`` cancels to float32's eps when ``mu`` is tiny).
     """
 
-    def __init__(self, U, lam, mu):
-        self.U, self.lam = U, lam
+    def __init__(self, F, FtF, mu):
+        self.F = F
         self.mu = np.atleast_1d(np.asarray(mu, np.float64))
+        r = F.shape[1]
+        self._factors = {}
+        for m in np.unique(self.mu):
+            M = FtF + m * np.eye(r)
+            self._factors[float(m)] = linalg.cho_factor(M, lower=True, check_finite=False)
 
     def __call__(self, R):
-        R2 = R.reshape(R.shape[0], -1)
-        G = self.U.T @ R2
+        R2 = np.ascontiguousarray(R.reshape(R.shape[0], -1), dtype=np.float64)
         mu = np.broadcast_to(self.mu, (R2.shape[1],))
-        scale = (self.lam[-1] + mu)[None, :] / (self.lam[:, None] + mu[None, :]) - 1.0
-        return (R2 + self.U @ (scale * G)).reshape(R.shape)
+        if self.F.shape[1] == 0:
+            return (R2 / mu).reshape(R.shape)
+        n, F = R2.shape[0], self.F
+        rows = max(_PANEL_ROWS, -(-n // 8))
+        parts = {}
+
+        def left(r0, r1):  # F^T R by row panels, summed below (one pass over F)
+            parts[r0] = F[r0:r1].T @ R2[r0:r1]
+
+        map_row_blocks(left, n, rows)
+        G = sum(parts.values())
+        for m, fac in self._factors.items():
+            cols = np.flatnonzero(mu == m)
+            G[:, cols] = linalg.cho_solve(fac, G[:, cols], check_finite=False)
+        out = np.empty_like(R2)
+
+        def right(r0, r1):
+            out[r0:r1] = (R2[r0:r1] - F[r0:r1] @ G) / mu[None, :]
+
+        map_row_blocks(right, n, rows)
+        return out.reshape(R.shape)
 
 
 def conjugate_gradient(apply_A, B, tol, max_iter, *, precond=None, progress=None):
@@ -290,10 +385,7 @@ def pcg_ridge(product, Y, alpha, *, tol, max_iter, random_state, progress=None,
     ConvergenceWarning
         When ``max_iter`` is reached before ``tol``.
     """
-    # one BLAS thread: the sketch and CG are many small dense calls plus memory-bound
-    # products, where threaded OpenBLAS gains little and stalls badly on busy cores
-    # (measured: 3x slower on a loaded 2-core machine)
-    with single_blas_thread():
+    with blas_threads_for(product.n):
         return _pcg_ridge(product, Y, alpha, tol, max_iter, random_state, progress, owner)
 
 
@@ -301,16 +393,16 @@ def _pcg_ridge(product, Y, alpha, tol, max_iter, random_state, progress, owner):
     a = np.atleast_1d(np.asarray(alpha, np.float64))
     mu = float(a.min())
     n = product.n
-    # the sketch holds about six n x l float64 arrays at its peak: keep them within half
-    # of the held kernel matrix (or 4 x working_memory), so the preconditioner never
-    # costs more memory than the matrix it preconditions
+    # F (n x r float64) within half of the held kernel matrix (or 4 x working_memory):
+    # the preconditioner never costs more memory than the matrix it preconditions; a
+    # held K also bounds r by the cost of applying F (see _HELD_RANK_FRACTION)
     budget = max(4 * get_config()["working_memory"] * 2**20, 0.5 * product.nbytes())
-    max_rank = min(_MAX_RANK, max(1, n // 2), max(_RANK0, int(budget // (48 * n))))
-    k = 1 if Y.ndim == 1 else Y.shape[1]
-    fixed = 0.0 if product.stored else float(product.X.shape[1])
-    U, lam = nystrom_sketch(product, n, mu, random_state, max_rank=max_rank, n_targets=k,
-                            tol=tol, fixed_cost=fixed, progress=progress)
-    precond = NystromPreconditioner(U, lam, a)
+    max_rank = min(_MAX_RANK, n, max(_RANK0, int(budget // (16 * n))))
+    if product.stored:
+        max_rank = min(max_rank, max(_RANK0, int(n * _HELD_RANK_FRACTION)))
+    F, FtF = rp_cholesky(product.columns, product.diagonal(), mu, random_state,
+                         max_rank=max_rank, eps=product.eps, progress=progress)
+    precond = NystromPreconditioner(F, FtF, a)
     a_cols = a[None, :] if Y.ndim == 2 else a[0]
 
     def apply_A(V):
@@ -324,26 +416,42 @@ def _pcg_ridge(product, Y, alpha, tol, max_iter, random_state, progress, owner):
     Ys = Y / scale
     C, n_iter, rel = conjugate_gradient(apply_A, Ys, tol, max_iter, precond=precond,
                                         progress=progress)
-    if np.any(rel > tol) and product.dtype == np.float32 and product.op is not None:
-        # float32 products stall near eps32 * cond(K + alpha I): refine with float64
-        # residuals (recomputed blockwise) and float32 inner solves
+    ynorm = np.linalg.norm(Ys.reshape(n, -1), axis=0)
+    safe = np.where(ynorm > 0, ynorm, 1.0)
+    est = product.storage_error(C) / safe if product.rounded else np.zeros_like(rel)
+    if np.any(rel + est > tol) and np.all(est <= tol / 2) and n_iter < max_iter:
+        # the rounding of a float32 K is small next to tol: a few more float32 steps,
+        # to tol - est, make the true residual meet tol without a float64 pass
+        R = Ys - apply_A(C).reshape(Ys.shape)
+        dC, it, _ = conjugate_gradient(apply_A, R, float(np.min((tol - est) * safe)) /
+                                       max(float(np.linalg.norm(R.reshape(n, -1), axis=0).max()),
+                                           1e-300), max_iter - n_iter, precond=precond,
+                                       progress=progress)
+        C, n_iter = C + dC, n_iter + it
+        R = Ys - apply_A(C).reshape(Ys.shape)
+        rel = np.linalg.norm(R.reshape(n, -1), axis=0) / safe
+        est = product.storage_error(C) / safe
+    if product.rounded and n_iter < max_iter and np.any(rel + est > tol):
+        # the residual of float32 products is not the true one (K is rounded), and they
+        # stall near eps32 * cond(K + alpha I): where the rounding may matter, refine
+        # with float64 residuals (K recomputed blockwise) and float32 inner solves
         exact = KernelProduct(product.op, product.X, sw=product.sw, dtype=np.float64,
                               cache_size=0.0)
-        ynorm = np.linalg.norm(Ys.reshape(n, -1), axis=0)
         last = np.inf
         for _ in range(4):
             R = Ys - (exact(C) + a_cols * C)
-            rel = np.linalg.norm(R.reshape(n, -1), axis=0) / np.where(ynorm > 0, ynorm, 1.0)
-            if not np.any(rel > tol) or rel.max() > 0.5 * last:  # done, or not helping
-                break
+            rel = np.linalg.norm(R.reshape(n, -1), axis=0) / safe
+            if not np.any(rel > tol) or rel.max() > 0.5 * last or n_iter >= max_iter:
+                break  # done, not helping, or out of iterations
             last = rel.max()
             dC, it, _ = conjugate_gradient(apply_A, R, tol * ynorm.max() /
                                            max(float(np.linalg.norm(R)), 1e-300),
-                                           max_iter, precond=precond, progress=progress)
+                                           max_iter - n_iter, precond=precond,
+                                           progress=progress)
             C, n_iter = C + dC, n_iter + it
     C = C * scale
     if progress is not None:
-        progress("PCG done", n_iter, max_iter, rank=U.shape[1], max_rel_residual=float(rel.max()))
+        progress("PCG done", n_iter, max_iter, rank=F.shape[1], max_rel_residual=float(rel.max()))
     if np.any(rel > tol):
         warnings.warn(f"{owner} solver='pcg' stopped after {n_iter} iterations (max_iter="
                       f"{max_iter}) with relative residual {rel.max():.3g} > tol={tol:g}; "
@@ -352,4 +460,4 @@ def _pcg_ridge(product, Y, alpha, tol, max_iter, random_state, progress, owner):
     if not np.all(np.isfinite(C)):
         raise ValueError("the pcg solve produced non-finite coefficients; check alpha and the "
                          "kernel parameters.")
-    return C, n_iter, U.shape[1]
+    return C, n_iter, F.shape[1]

@@ -1,5 +1,6 @@
 """BLAS thread control shared by the engines and the dense solvers."""
 
+import os
 import threading
 from contextlib import contextmanager
 from functools import lru_cache
@@ -60,8 +61,6 @@ def blas_threads_for(n):
         with single_blas_thread():
             yield
         return
-    import os
-
     with _lock:
         nested = _state["depth"] > 0
     if nested:
@@ -73,3 +72,37 @@ def blas_threads_for(n):
         yield
     finally:
         limiter.restore_original_limits()
+
+
+_POOL = {}
+# a forked child inherits the pool object but not its threads: start a new one there
+os.register_at_fork(after_in_child=_POOL.clear)
+
+
+def _workers():
+    try:
+        return max(1, min(_MAX_THREADS, len(os.sched_getaffinity(0))))
+    except AttributeError:  # not on Linux
+        return max(1, min(_MAX_THREADS, os.cpu_count() or 1))
+
+
+def map_row_blocks(job, n, rows):
+    """``job(r0, r1)`` over row blocks of ``0:n``, on a thread pool, BLAS on one thread each.
+
+    For memory-bound products of a held matrix with a few columns: OpenBLAS's own
+    threading packs the whole matrix per call, while independent row panels on one
+    BLAS thread each stream it once (measured 1.2x faster on 2 cores, 20,000^2 float32
+    times 10 columns). Runs inline when there is one block or one core.
+    """
+    starts = list(range(0, n, max(1, int(rows))))
+    if len(starts) <= 1 or _workers() == 1:
+        for r0 in starts:
+            job(r0, min(n, r0 + rows))
+        return
+    if "pool" not in _POOL:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL["pool"] = ThreadPoolExecutor(_workers(), thread_name_prefix="kernelkit-rows")
+    with single_blas_thread():
+        for f in [_POOL["pool"].submit(job, r0, min(n, r0 + rows)) for r0 in starts]:
+            f.result()
