@@ -151,6 +151,8 @@ def case(spec):
     out = {**spec, "fit_s": fit_s, "error": err, "peak_gb": proc_status_kib("VmHWM") / 2**20,
            "rss_before_fit_gb": rss0 / 2**30, "peak_reset": reset,
            "data_gb": (X.nbytes + Xt.nbytes) / 2**30}
+    if hasattr(est, "tol"):
+        out["tol_default"] = type(est)().tol
     for attr in ("n_iter_", "preconditioner_rank_", "n_centers_", "solver_"):
         if hasattr(est, attr):
             out[attr.rstrip("_")] = getattr(est, attr)
@@ -208,21 +210,30 @@ def _get(rows, **kw):
                  and "failed" not in r), None)
 
 
+def _meta(res, part):
+    m = res.get(f"meta_{part}")
+    if not m:
+        return ""
+    return (f"Part run {m['timestamp']}, commit {m['commit'][:10]}, load average before/after "
+            f"{m['load_before']} / {m['load_after']}.")
+
+
 def render(res):
     cfg = res["config"]
     L = [SECTION, "",
-         f"Run {res['timestamp']}, commit {res['git']['commit']}, "
-         f"{res['machine']['cpu_count']} CPUs ({res['machine']['cpu_model']}), "
-         f"load average before/after {res['loadavg_before']} / {res['loadavg_after']} "
-         "(the machine is shared with other jobs: absolute times are inflated by the load; "
-         "each comparison ran in the same window). Every fit in a fresh subprocess; peak = "
-         "VmHWM of that process after the data were loaded (data included).", ""]
+         f"{res['machine']['cpu_count']} CPUs ({res['machine']['cpu_model']}). Each part "
+         "states when it ran and the load average around it (2 cores: a load above 1 "
+         "inflates times; the sides of a comparison ran in the same window). Every fit in a "
+         "fresh subprocess; peak = VmHWM of that process after the data were loaded (data "
+         "included).", ""]
     if res.get("part_a"):
         sk, pc = _get(res["part_a"], kind="sklearn"), _get(res["part_a"], kind="pcg")
         L += [f"### (a) Fashion-MNIST, n = {cfg['n_a']:,}: exact kernel ridge", "",
               f"Gaussian kernel gamma = {GAMMA_FM}, alpha = {ALPHA_FM}, one-hot targets, "
-              "10,000 test images; kernelkit `KernelRidge(solver='pcg')` defaults (tol 1e-5, "
-              "float32 kernel held in memory).", "",
+              "10,000 test images; kernelkit `KernelRidge(solver='pcg')` defaults (tol "
+              f"{pc.get('tol_default', '1e-4') if pc else '1e-4'}, float32 kernel held in memory, "
+              "residual certified against the float64 kernel). "
+              + _meta(res, "a"), "",
               "| model | test error | fit (s) | peak (GB) | iterations | precond. rank |",
               "|---|---|---|---|---|---|"]
         for row in res["part_a"]:
@@ -240,7 +251,7 @@ def render(res):
                   f"target (|diff| <= 0.001, >= 5x, <= 1/3) **{'met' if ok else 'not met'}**.", ""]
     if res.get("part_b"):
         r = res["part_b"][0]
-        L += [f"### (b) Fashion-MNIST, n = {cfg['n_b']:,}: FALKON", "",
+        L += [f"### (b) Fashion-MNIST, n = {cfg['n_b']:,}: FALKON", "", _meta(res, "b"), "",
               "| model | accuracy | fit (s) | peak (GB) | centers | CG iterations |",
               "|---|---|---|---|---|---|"]
         if "failed" not in r:
@@ -260,8 +271,8 @@ def render(res):
         L += ["### (c) Centers at equal n_centers: test error", "",
               "diamonds: RMSE of log price (n = {:,}); fashion: classification error (n = {:,}); "
               "outliers: RMSE on the rare region (n = {:,}, 5% of points there). "
-              "Default alpha/tol; one seed.".format(cfg["n_c_dia"], cfg["n_c_fm"],
-                                                    cfg["n_c_out"]), "",
+              "Default alpha/tol; one seed. ".format(cfg["n_c_dia"], cfg["n_c_fm"],
+                                                     cfg["n_c_out"]) + _meta(res, "c"), "",
               "| data | n_centers | uniform | rls | thinning | rls <= uniform? |",
               "|---|---|---|---|---|---|"]
         for data in ("diamonds", "fashion", "outliers"):
@@ -275,7 +286,7 @@ def render(res):
                          f"{'yes' if ok else 'no'} |")
         L.append("")
     if res.get("part_d"):
-        L += ["### (d) Scaling (synthetic, d = 10, alpha = 1e-3 n)", "",
+        L += ["### (d) Scaling (synthetic, d = 10, alpha = 1e-3 n)", "", _meta(res, "d"), "",
               "| solver | n | fit (s) | peak (GB) | data (GB) | iterations | RMSE |",
               "|---|---|---|---|---|---|---|"]
         for r in res["part_d"]:
@@ -287,6 +298,7 @@ def render(res):
         L.append("")
     if res.get("part_x"):
         L += ["### (x) solver='auto' crossover (Fashion-MNIST subsets, 10 targets)", "",
+              _meta(res, "x"), "",
               "| n | Cholesky (s) | PCG (s) | PCG / Cholesky |", "|---|---|---|---|"]
         for n in cfg["crossover"]:
             c, p = _get(res["part_x"], n=n, kind="cholesky"), _get(res["part_x"], n=n, kind="pcg")
@@ -313,11 +325,15 @@ def main(argv=None):
            "machine": machine_info(), "git": git_state()}
     if JSON_PATH.exists() and not args.quick:  # keep parts not rerun
         old = json.loads(JSON_PATH.read_text())
-        res.update({k: v for k, v in old.items() if k.startswith("part_")})
+        res.update({k: v for k, v in old.items() if k.startswith(("part_", "meta_"))})
     parts = {"a": part_a, "b": part_b, "c": part_c, "d": part_d, "x": part_x}
     for p in args.parts.split(","):
         print(f"part ({p})", flush=True)
+        meta = {"timestamp": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+                "commit": res["git"]["commit"],
+                "load_before": [round(x, 2) for x in os.getloadavg()]}
         res[f"part_{p}"] = parts[p](cfg, args.quick)
+        res[f"meta_{p}"] = {**meta, "load_after": [round(x, 2) for x in os.getloadavg()]}
         res["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
         if not args.quick:  # save as we go: a long run can be interrupted
             JSON_PATH.write_text(json.dumps(res, indent=2, default=float) + "\n")

@@ -77,6 +77,20 @@ def test_pcg_float32_products_reach_cholesky_to_1e4(alpha):
         assert _rel(m.dual_coef_, chol.dual_coef_) < 1e-4
 
 
+@pytest.mark.parametrize("kernel, alpha", [("rbf", 1e-3), ("rbf", 1.0), ("linear", 1e-3)])
+def test_pcg_float32_residual_is_certified_against_the_exact_kernel(kernel, alpha):
+    # float32 products: the stopping test accounts for the rounding of the held K (or
+    # refines in float64), so the residual against the float64 K meets tol
+    X, Y = _data(700, d=4, k=2)
+    tol = 1e-5
+    m = KernelRidge(alpha=alpha, kernel=kernel, gamma=GAMMA if kernel == "rbf" else None,
+                    solver="pcg", tol=tol, random_state=0).fit(X, Y)
+    K = m._operator(False).block_host(X)
+    C = m.dual_coef_
+    true = np.linalg.norm(Y - K @ C - alpha * C, axis=0) / np.linalg.norm(Y, axis=0)
+    assert true.max() <= tol, true
+
+
 def test_pcg_per_target_alpha_sample_weight_and_blockwise():
     X, Y = _data(500, k=2)
     alpha = np.array([0.5, 1e-3])

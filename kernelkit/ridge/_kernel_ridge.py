@@ -204,13 +204,18 @@ _COMMON_DOC = """
         ``"cholesky"``: dense float64 Cholesky of ``K + alpha I`` (``O(n^3)`` time,
         ``2 n^2`` floats). ``"pcg"``: conjugate gradients preconditioned by a randomized
         Nyström approximation of ``K`` (Frangella, Tropp & Udell, SIAM J. Matrix Anal.
-        Appl. 2023), ``O(n^2 (d + k) )`` per pass, the iteration count bounded in ``n``;
-        needs ``alpha > 0``. ``"auto"``: Cholesky below {auto_n} samples (the measured
-        crossover, see the user guide "Which kernel ridge solver when"), else pcg.
-    tol : float > 0, default=1e-5
+        Appl. 2023) drawn by randomly pivoted Cholesky (Díaz, Epperly, Frangella, Tropp
+        & Webber, 2023), ``O(n^2 k)`` per iteration with ``K`` held (``O(n^2 (d + k))``
+        recomputed), the iteration count bounded in ``n``; needs ``alpha > 0``.
+        ``"auto"``: Cholesky below {auto_n} samples (the measured crossover, see the
+        user guide "Which kernel ridge solver when"), else pcg.
+    tol : float > 0, default=1e-4
         pcg: stop when every target's relative residual ``||y - (K + alpha I) c|| / ||y||``
-        is at most ``tol``. From ``1e-6`` up, the kernel matrix is held and multiplied in
-        float32 (CG vectors in float64); below, in float64.
+        is at most ``tol`` (scikit-learn's ``Ridge`` default). From ``1e-6`` up, the
+        kernel matrix is held and multiplied in float32 (CG vectors in float64), and the
+        residual is certified against the exact ``K``: an estimate of the float32
+        rounding is added to it, and where that could exceed ``tol`` the solution is
+        refined with float64 residuals; below ``1e-6``, float64 throughout.
     max_iter : int >= 1 or None, default=None
         pcg: iteration limit (None: 500); reaching it raises a ``ConvergenceWarning``.
     cache_size : float >= 0, default=4096
@@ -218,9 +223,9 @@ _COMMON_DOC = """
         says); when ``n^2`` entries do not fit, every product recomputes it blockwise in
         ``working_memory`` (slower, ``O(n)`` memory).
     random_state : int, RandomState instance or None, default=None
-        pcg: seeds the Gaussian test matrix of the Nyström sketch.
+        pcg: seeds the pivots of the randomly pivoted Cholesky preconditioner.
     verbose : int, default=0
-        pcg: 1 prints a summary line, 2 every iteration and sketch rank.
+        pcg: 1 prints a summary line, 2 every iteration and preconditioner rank.
     backend : {"auto", "numpy", "numba", "cupy"} or None, default=None
         Compute engine for the kernel; None follows :func:`kernelkit.set_config`.
         Resolved in ``fit`` into ``backend_``.""".replace("{auto_n}", f"{AUTO_PCG_MIN_SAMPLES:,}")
@@ -282,7 +287,7 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
     """
 
     def __init__(self, alpha=1.0, *, kernel="linear", gamma=None, degree=3, coef0=1,
-                 kernel_params=None, solver="auto", tol=1e-5, max_iter=None, cache_size=4096,
+                 kernel_params=None, solver="auto", tol=1e-4, max_iter=None, cache_size=4096,
                  random_state=None, verbose=0, backend=None):
         self.alpha = alpha
         self.kernel = kernel
@@ -459,7 +464,7 @@ class NTKRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
     kernel = "ntk"
 
     def __init__(self, alpha=1.0, *, depth=1, activation="relu", w_std=1.0, b_std=None,
-                 solver="auto", tol=1e-5, max_iter=None, cache_size=4096, random_state=None,
+                 solver="auto", tol=1e-4, max_iter=None, cache_size=4096, random_state=None,
                  verbose=0, backend=None):
         self.alpha = alpha
         self.depth = depth

@@ -315,11 +315,13 @@ class NystromPreconditioner:
         return out.reshape(R.shape)
 
 
-def conjugate_gradient(apply_A, B, tol, max_iter, *, precond=None, progress=None):
+def conjugate_gradient(apply_A, B, tol, max_iter, *, precond=None, progress=None,
+                       slack=None):
     """Preconditioned CG on the columns of ``B`` in lockstep (one product per step).
 
     Stops when every column's residual ``||b - A x|| <= tol ||b||`` (recursive
-    residual, float64).
+    residual, float64), or ``||b - A x|| / ||b|| + slack(x) <= tol`` with ``slack``
+    (per column: an error of ``A`` itself that the recursive residual cannot see).
 
     Returns
     -------
@@ -336,18 +338,21 @@ def conjugate_gradient(apply_A, B, tol, max_iter, *, precond=None, progress=None
     P = Z.copy()
     rz = np.einsum("ij,ij->j", R, Z)
     rel = np.linalg.norm(R, axis=0) / safe
+    gap = np.zeros_like(rel)
     it = 0
-    while it < max_iter and np.any(rel > tol):
+    while it < max_iter and np.any(rel + gap > tol):
         it += 1
         AP = apply_A(P)
         pap = np.einsum("ij,ij->j", P, AP)
-        live = (rel > tol) & (pap > 0)  # converged columns are frozen
+        live = (rel + gap > tol) & (pap > 0)  # converged columns are frozen
         if not np.any(live):
             break
         step = np.where(live, rz / np.where(live, pap, 1.0), 0.0)
         X += step * P
         R -= step * AP
         rel = np.linalg.norm(R, axis=0) / safe
+        if slack is not None:
+            gap = slack(X)
         Z = R if precond is None else precond(R)
         rz_new = np.einsum("ij,ij->j", R, Z)
         beta = np.where(live & (rz > 0), rz_new / np.where(rz > 0, rz, 1.0), 0.0)
@@ -414,30 +419,25 @@ def _pcg_ridge(product, Y, alpha, tol, max_iter, random_state, progress, owner):
     scale *= max(float(np.abs(Y).max()), 1e-300)
     scale = scale if np.isfinite(scale) and scale > 0 else 1.0
     Ys = Y / scale
-    C, n_iter, rel = conjugate_gradient(apply_A, Ys, tol, max_iter, precond=precond,
-                                        progress=progress)
     ynorm = np.linalg.norm(Ys.reshape(n, -1), axis=0)
     safe = np.where(ynorm > 0, ynorm, 1.0)
-    est = product.storage_error(C) / safe if product.rounded else np.zeros_like(rel)
-    if np.any(rel + est > tol) and np.all(est <= tol / 2) and n_iter < max_iter:
-        # the rounding of a float32 K is small next to tol: a few more float32 steps,
-        # to tol - est, make the true residual meet tol without a float64 pass
-        R = Ys - apply_A(C).reshape(Ys.shape)
-        dC, it, _ = conjugate_gradient(apply_A, R, float(np.min((tol - est) * safe)) /
-                                       max(float(np.linalg.norm(R.reshape(n, -1), axis=0).max()),
-                                           1e-300), max_iter - n_iter, precond=precond,
-                                       progress=progress)
-        C, n_iter = C + dC, n_iter + it
-        R = Ys - apply_A(C).reshape(Ys.shape)
-        rel = np.linalg.norm(R.reshape(n, -1), axis=0) / safe
-        est = product.storage_error(C) / safe
+
+    def rounding(C):  # the float32 rounding of a held K, as a relative residual
+        return product.storage_error(C) / safe
+
+    # a held float32 K: CG stops when its residual plus the rounding meets tol, as long
+    # as the rounding is small next to tol (else float64 refinement below does better)
+    slack = (lambda C: np.minimum(rounding(C), tol / 2)) if product.rounded else None
+    C, n_iter, rel = conjugate_gradient(apply_A, Ys, tol, max_iter, precond=precond,
+                                        progress=progress, slack=slack)
+    est = rounding(C) if product.rounded else np.zeros_like(rel)
     if product.rounded and n_iter < max_iter and np.any(rel + est > tol):
         # the residual of float32 products is not the true one (K is rounded), and they
         # stall near eps32 * cond(K + alpha I): where the rounding may matter, refine
         # with float64 residuals (K recomputed blockwise) and float32 inner solves
         exact = KernelProduct(product.op, product.X, sw=product.sw, dtype=np.float64,
                               cache_size=0.0)
-        last = np.inf
+        last, est = np.inf, np.zeros_like(rel)  # from here rel is the true residual
         for _ in range(4):
             R = Ys - (exact(C) + a_cols * C)
             rel = np.linalg.norm(R.reshape(n, -1), axis=0) / safe
@@ -451,10 +451,11 @@ def _pcg_ridge(product, Y, alpha, tol, max_iter, random_state, progress, owner):
             C, n_iter = C + dC, n_iter + it
     C = C * scale
     if progress is not None:
-        progress("PCG done", n_iter, max_iter, rank=F.shape[1], max_rel_residual=float(rel.max()))
-    if np.any(rel > tol):
+        progress("PCG done", n_iter, max_iter, rank=F.shape[1],
+                 max_rel_residual=float((rel + est).max()))
+    if np.any(rel + est > tol):
         warnings.warn(f"{owner} solver='pcg' stopped after {n_iter} iterations (max_iter="
-                      f"{max_iter}) with relative residual {rel.max():.3g} > tol={tol:g}; "
+                      f"{max_iter}) with relative residual {(rel + est).max():.3g} > tol={tol:g}; "
                       "increase max_iter, tol or alpha, or use solver='cholesky'.",
                       ConvergenceWarning, stacklevel=5)
     if not np.all(np.isfinite(C)):
