@@ -54,13 +54,14 @@ SECTION = "## Kernel ridge solvers (bench_ridge.py)"
 SEED = 0
 GAMMA_FM, ALPHA_FM = 0.02, 0.01
 FULL = {"n_a": 20_000, "n_b": 60_000, "centers_b": 8000, "tol_b": 1e-4,
-        "centers_c": (100, 400), "n_c_fm": 3000, "n_c_dia": 5000,
-        "n_c_out": 5000, "scaling_pcg": (5000, 10_000),
-        "scaling_falkon": (10_000, 100_000, 300_000), "centers_d": 1000,
-        "crossover": (1000, 2000, 4000)}
+        "centers_c": (100, 400), "seeds_c": 3, "n_c_fm": 3000, "n_c_dia": 5000,
+        "n_c_out": 5000, "scaling_pcg": (5000, 10_000, 20_000),
+        "scaling_falkon": (10_000, 100_000, 300_000, 1_000_000), "centers_d": 1000,
+        "crossover": (2000, 4000, 8000, 12_000)}
 QUICK = {"n_a": 2000, "n_b": 5000, "centers_b": 1000, "tol_b": 1e-4, "centers_c": (50, 100),
-         "n_c_fm": 2000, "n_c_dia": 2000, "n_c_out": 2000, "scaling_pcg": (2000, 4000),
-         "scaling_falkon": (5000, 20_000), "centers_d": 200, "crossover": (500, 1000)}
+         "seeds_c": 1, "n_c_fm": 2000, "n_c_dia": 2000, "n_c_out": 2000,
+         "scaling_pcg": (2000, 4000), "scaling_falkon": (5000, 20_000), "centers_d": 200,
+         "crossover": (500, 1000)}
 EIGENPRO_60K = {"accuracy": 0.901, "fit_s": 203.0, "peak_gb": 2.2}  # RESULTS.md, EigenPro (b)
 FALKON_LIB_20K = "2,000 centers 59 s / 0.856; 5,000 centers 73-158 s / 0.870 (issue 11)"
 
@@ -134,7 +135,9 @@ def case(spec):
         est = KernelRidge(alpha=alpha, kernel="rbf", gamma=gamma, solver=kind, random_state=SEED)
     elif kind == "falkon_clf":
         est, Y = FalkonClassifier(alpha=alpha, gamma=gamma, n_centers=spec["m"],
-                                  tol=spec.get("tol", 1e-5), random_state=SEED), y
+                                  centers=spec.get("centers", "uniform"),
+                                  tol=spec.get("tol", 1e-5),
+                                  random_state=spec.get("seed", SEED)), y
     else:
         est = FalkonRegressor(alpha=alpha, gamma=gamma, n_centers=spec["m"],
                               centers=spec.get("centers", "uniform"),
@@ -187,8 +190,9 @@ def part_c(cfg, quick):
         kind = "falkon_clf" if data == "fashion" else "falkon"
         for m in cfg["centers_c"]:
             for centers in ("uniform", "rls", "thinning"):
-                rows.append(run({"kind": kind, "data": data, "n": n, "m": m, "centers": centers},
-                                quick))
+                for seed in range(cfg["seeds_c"]):
+                    rows.append(run({"kind": kind, "data": data, "n": n, "m": m,
+                                     "centers": centers, "seed": seed}, quick))
     return rows
 
 
@@ -271,14 +275,19 @@ def render(res):
         L += ["### (c) Centers at equal n_centers: test error", "",
               "diamonds: RMSE of log price (n = {:,}); fashion: classification error (n = {:,}); "
               "outliers: RMSE on the rare region (n = {:,}, 5% of points there). "
-              "Default alpha/tol; one seed. ".format(cfg["n_c_dia"], cfg["n_c_fm"],
-                                                     cfg["n_c_out"]) + _meta(res, "c"), "",
+              "Default alpha/tol; median of {} seeds (fit time in brackets). ".format(
+                  cfg["n_c_dia"], cfg["n_c_fm"], cfg["n_c_out"], cfg.get("seeds_c", 1))
+              + _meta(res, "c"), "",
               "| data | n_centers | uniform | rls | thinning | rls <= uniform? |",
               "|---|---|---|---|---|---|"]
         for data in ("diamonds", "fashion", "outliers"):
             for m in cfg["centers_c"]:
-                e = {c: _get(res["part_c"], data=data, m=m, centers=c) for c in
-                     ("uniform", "rls", "thinning")}
+                e = {}
+                for c in ("uniform", "rls", "thinning"):
+                    rs = [r for r in res["part_c"] if r.get("data") == data and r.get("m") == m
+                          and r.get("centers") == c and "failed" not in r]
+                    e[c] = {"error": float(np.median([r["error"] for r in rs])),
+                            "fit_s": float(np.median([r["fit_s"] for r in rs]))} if rs else None
                 f = {c: (f"{v['error']:.4f} ({v['fit_s']:.1f} s)" if v else "failed")
                      for c, v in e.items()}
                 ok = e["rls"] and e["uniform"] and e["rls"]["error"] <= e["uniform"]["error"]
