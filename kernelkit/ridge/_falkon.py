@@ -8,12 +8,14 @@ Carratino & Rosasco, "On Fast Leverage Score Sampling and Optimal Learning",
 NeurIPS 2018), drawn here by kernelkit's SQUEAK-based :class:`~kernelkit.RLSNystroem`.
 """
 
+import functools
+import time
 import warnings
 from numbers import Integral, Real
 
 import numpy as np
 from scipy import linalg
-from scipy.linalg import lapack
+from scipy.linalg import blas, lapack
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
@@ -21,11 +23,14 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..backend import resolve_backend
 from ..kernels import resolve_kernel
+from ..utils._threads import blas_threads_for, single_blas_thread
 from ..utils._verbose import Progress, check_verbose
 from ._kernel_ridge import _check_alpha, _ClassifierMixin
 from ._pcg import DEFAULT_MAX_ITER, conjugate_gradient, product_dtype
 
 CENTERS = ("uniform", "rls", "thinning")
+_MAX_REFINE = 8  # float64 refinement rounds of a mixed-precision solve (each ~1/delta)
+_F32_BLOCK_BYTES = 4 * 2**20  # a float32 row block of K_nM reused from cache by its 2nd GEMM
 
 
 def _auto_centers(n):
@@ -109,8 +114,19 @@ class _NystromNormalOperator:
             out += Kb.T @ U[r0:r1]
         return out
 
+    @property
+    def mixed(self):
+        """Whether :meth:`__call__` uses float32 products (refined by :meth:`exact`)."""
+        return self.stored and self.dtype == np.float32
+
     def __call__(self, V):
-        """``K_nM^T K_nM V``: one pass over the row blocks."""
+        """``K_nM^T K_nM V``: one pass over the row blocks (float32 products when mixed)."""
+        if self.mixed:
+            return self._normal32(V)
+        return self.exact(V)
+
+    def exact(self, V):
+        """``K_nM^T K_nM V`` in float64 arithmetic (a held float32 ``K_nM`` upcast per block)."""
         if self.dask is not None:
             return self.kmn(self.knm(V))
         out = np.zeros_like(V)
@@ -118,25 +134,179 @@ class _NystromNormalOperator:
             out += Kb.T @ (Kb @ V)
         return out
 
+    def _normal32(self, V):
+        """``K_nM^T K_nM V`` from the held float32 ``K_nM`` without upcasting it.
 
-def _upper_cholesky(A, name, shift=0.0):
-    """Upper Cholesky of ``A + shift I`` with the smallest jitter that succeeds.
+        Float32 GEMMs on row blocks small enough to stay in cache between their two
+        products (``K_b V`` then ``K_b^T (K_b V)``), accumulated across blocks in
+        float64: a third of the memory traffic of upcasting each block.
+        """
+        K, n, m = self.KnM, self.KnM.shape[0], self.KnM.shape[1]
+        V2 = V.reshape(m, -1)
+        k = V2.shape[1]
+        # V = hi + lo, both float32: K_b V without rounding V (its entries, scaled by
+        # T^-1, cancel in the sum); memory-bound, so the k extra columns are nearly free
+        S = np.empty((m, 2 * k), np.float32)
+        S[:, :k] = V2
+        S[:, k:] = V2 - S[:, :k]
+        out = np.zeros((m, k), np.float64)
+        step = max(16, int(_F32_BLOCK_BYTES // (4 * max(1, m))))
+        for r0 in range(0, n, step):
+            Kb = K[r0:r0 + step]
+            t = Kb @ S
+            t[:, :k] += t[:, k:]
+            out += Kb.T @ t[:, :k]
+        return out.reshape(V.shape)
 
-    Reads only the upper triangle of ``A`` (LAPACK ``potrf``); one ``M x M`` copy.
+
+def _mirror_upper(F, lo, d=None, bs=512):
+    """Copy the strict upper triangle of ``F`` onto its strict lower one, in place.
+
+    ``lo=True``: lower <- upper^T, each row ``i`` of the new lower triangle times
+    ``d[i]`` (``d`` None: 1); ``lo=False``: upper <- lower^T (a symmetric matrix
+    restored from the triangle that ``potrf`` did not touch). Blocks of ``bs`` columns:
+    no ``M x M`` temporary.
     """
-    m = A.shape[0]
-    scale = max(float(np.max(np.abs(np.diag(A)))), np.finfo(np.float64).tiny)
-    jitter = np.finfo(np.float64).eps * m * scale
-    for _ in range(12):
-        B = np.array(A, order="F", copy=True)
-        B.flat[:: m + 1] += shift + jitter
-        try:
-            return linalg.cholesky(B, lower=False, overwrite_a=True, check_finite=False)
-        except linalg.LinAlgError:
-            del B
+    m = F.shape[0]
+    iu = np.triu_indices(min(bs, m), 1)
+    for r0 in range(0, m, bs):
+        r1 = min(m, r0 + bs)
+        k = r1 - r0
+        D = F[r0:r1, r0:r1]
+        ii, jj = (iu if k == min(bs, m) else np.triu_indices(k, 1))
+        if lo:
+            if r1 < m:
+                blk = F[r0:r1, r1:].T
+                F[r1:, r0:r1] = blk if d is None else blk * d[r1:, None]
+            D[jj, ii] = D[ii, jj] if d is None else D[ii, jj] * d[r0:r1][jj]
+        else:
+            if r1 < m:
+                F[r0:r1, r1:] = F[r1:, r0:r1].T
+            D[ii, jj] = D[jj, ii]
+
+
+def _refined_cg(apply32, apply64, b, tol, max_iter, progress):
+    """CG with float32 products, refined by float64 residuals until ``tol`` holds.
+
+    Float32 products perturb the operator by ``delta`` (relative; the products with
+    ``T^-1``-scaled vectors amplify float32 rounding): CG on it stalls near ``delta``.
+    Mixed-precision iterative refinement: ``r = b - A x`` in float64, then a float32 CG
+    solve of ``A d = r`` to the remaining tolerance, ``x += d``; each round gains a
+    factor ``~delta``. A round that does not halve the residual (``delta`` near 1)
+    switches to float64 products for the rest. Returns as :func:`conjugate_gradient`,
+    with the float64 (true) relative residual.
+    """
+    B2 = b.reshape(b.shape[0], -1)
+    bnorm = np.linalg.norm(B2, axis=0)
+    safe = np.where(bnorm > 0, bnorm, 1.0)
+    x, n_iter, _ = conjugate_gradient(apply32, B2, tol, max_iter, progress=progress)
+    last = np.inf
+    for _ in range(_MAX_REFINE):
+        R = B2 - apply64(x)
+        rel = np.linalg.norm(R, axis=0) / safe
+        if not np.any(rel > tol) or n_iter >= max_iter:
+            break
+        stalled = rel.max() > 0.5 * last
+        last = rel.max()
+        inner = tol * float(np.min(safe / np.maximum(np.linalg.norm(R, axis=0), 1e-300)))
+        if progress is not None:
+            progress("float64 refinement", level=1, rel_residual=float(rel.max()),
+                     products="float64" if stalled else "float32")
+        d, it, _ = conjugate_gradient(apply64 if stalled else apply32, R, min(0.5, inner),
+                                      max_iter - n_iter, progress=progress)
+        x, n_iter = x + d, n_iter + it
+    return x.reshape(b.shape), n_iter, rel
+
+
+def _fortran_gram(op, C):
+    """``K_MM = k(C, C)`` as a writable float64 Fortran-order array (no extra copy)."""
+    K = op.block_host(C)
+    if op.spec is not None and K.flags.c_contiguous and K.flags.writeable \
+            and K.dtype == np.float64:
+        return K.T  # the engines return an exactly symmetric block: its transpose is K
+    return np.array(K, dtype=np.float64, order="F")
+
+
+class _FalkonPreconditioner:
+    """FALKON's preconditioner ``B = T^-1 A^-1`` held in ONE ``M x M`` float64 array.
+
+    ``T`` (upper, ``T^T T = K_MM + eps I``) lies in the strict upper triangle of
+    ``F`` with its diagonal in a vector; ``A^T`` (lower, ``A^T A = T W T^T / n +
+    lambda I``) in the lower triangle and diagonal, as FALKON's own implementation
+    keeps both (Meanti et al. 2020). ``K_MM`` itself is not kept: the operator uses
+    ``K_MM = T^T T - eps I``, exact whatever jitter ``eps`` the factorization took.
+
+    Parameters
+    ----------
+    F : ndarray of shape (M, M), float64, Fortran order
+        ``K_MM`` (only its upper triangle is read); factorised in place.
+    w : ndarray of shape (M,)
+        The centers' weights (``n / M`` each for uniform centers).
+    n : int
+    """
+
+    def __init__(self, F, w, n):
+        self.F, self.m = F, F.shape[0]
+        self.scale = np.sqrt(np.asarray(w, np.float64) / n)
+        diag0 = np.diag(F).copy()
+        scale = max(float(np.max(np.abs(diag0))), np.finfo(np.float64).tiny)
+        jitter = np.finfo(np.float64).eps * self.m * scale
+        for attempt in range(12):
+            if attempt:  # potrf stopped part-way: restore K_MM from its lower triangle
+                _mirror_upper(F, lo=False)
+            F.flat[:: self.m + 1] = diag0 + jitter
+            _, info = lapack.dpotrf(F, lower=0, clean=0, overwrite_a=1)
+            if info == 0:
+                break
+            if info < 0:
+                raise ValueError(f"LAPACK dpotrf failed (info={info}).")
             jitter *= 100.0
-    raise ValueError(f"{name} is not positive semi-definite: the kernel is not a valid (psd) "
-                     "kernel on these centers.")
+        else:
+            raise ValueError("the kernel matrix of the centers is not positive semi-definite: "
+                             "the kernel is not a valid (psd) kernel on these centers.")
+        self.eps = jitter  # T^T T = K_MM + eps I
+        self.tdiag = np.diag(F).copy()
+        self.adiag = None
+        self._diag = "T"
+
+    def set_lambda(self, lam):
+        """Factor ``A^T A = T W T^T / n + lam I`` into the lower triangle of ``F``."""
+        F, m = self.F, self.m
+        jitter = 0.0
+        for _ in range(12):
+            # lower <- L = D T^T (D = sqrt(W / n)); LAPACK lauum: L^T L = T D^2 T^T in
+            # M^3/3 flops, in place in the lower triangle
+            _mirror_upper(F, lo=True, d=self.scale)
+            F.flat[:: m + 1] = self.tdiag * self.scale
+            _, info = lapack.dlauum(F, lower=1, overwrite_c=1)
+            if info != 0:
+                raise ValueError(f"LAPACK dlauum failed (info={info}) on the centers' Cholesky "
+                                 "factor.")
+            base = np.diag(F).copy()
+            F.flat[:: m + 1] = base + lam + jitter
+            _, info = lapack.dpotrf(F, lower=1, clean=0, overwrite_a=1)
+            if info == 0:
+                self.adiag = np.diag(F).copy()
+                self._diag = "A"
+                return
+            jitter = (np.finfo(np.float64).eps * m * max(float(base.max()), lam, 1e-300)
+                      if jitter == 0.0 else jitter * 100.0)
+        raise ValueError("the FALKON preconditioner is not positive definite; increase alpha.")
+
+    def _use(self, which):
+        if self._diag != which:
+            self.F.flat[:: self.m + 1] = self.tdiag if which == "T" else self.adiag
+            self._diag = which
+
+    def solve_T(self, V, trans=False):
+        """``T^-1 V`` (``T^-T V`` when ``trans``); V of shape (M, k), float64."""
+        self._use("T")
+        return blas.dtrsm(1.0, self.F, V, lower=0, trans_a=int(trans))
+
+    def solve_A(self, V, trans=False):
+        """``A^-1 V`` (``A^-T V`` when ``trans``); ``A^T`` is the lower triangle."""
+        self._use("A")
+        return blas.dtrsm(1.0, self.F, V, lower=1, trans_a=int(not trans))
 
 
 class _FalkonBase(BaseEstimator):
@@ -221,7 +391,7 @@ class _FalkonBase(BaseEstimator):
         idx = pool[np.asarray(kt.coreset_indices_)]
         return X[idx], idx, np.full(len(idx), n / len(idx))
 
-    def _solve(self, normal, T, Kmm, As, lam, Y, n, m, tol, max_iter, progress):
+    def _solve(self, normal, pre, lam, Y, n, m, tol, max_iter, progress):
         """CG on ``B^T H B g = B^T K_Mn y / n`` per group of targets sharing ``lambda``."""
         Y2 = Y.reshape(n, -1)
         rhs_full = normal.kmn(Y2) / n  # K_Mn y / n
@@ -229,24 +399,37 @@ class _FalkonBase(BaseEstimator):
         n_iter = 0
         groups = [np.arange(Y2.shape[1])] if len(lam) == 1 else [[j] for j in range(len(lam))]
         for gi, cols in enumerate(groups):
-            A, lj = As[gi], lam[gi]
+            lj = lam[gi]
+            if gi:  # the first group's A was formed with T
+                with blas_threads_for(m):
+                    pre.set_lambda(lj)
+            c_eps = lj * pre.eps
 
-            def precond_apply(V, A=A, lj=lj):
-                # B^T H B V with B = T^-1 A^-1, H = K_Mn K_nM / n + lam K_MM (exact, so the
+            def precond_apply(V, product, lj=lj, c_eps=c_eps):
+                # B^T H B V with B = T^-1 A^-1, H = K_Mn K_nM / n + lam K_MM: with
+                # W = A^-1 V, U = T^-1 W and K_MM = T^T T - eps I,
+                # T^-T H U = T^-T (K_Mn K_nM U / n - lam eps U) + lam W (exact, so the
                 # solution is the Nyström estimator whatever jitter the factors took)
-                U = linalg.solve_triangular(A, V, check_finite=False)
-                U = linalg.solve_triangular(T, U, check_finite=False)
-                H = normal(U) / n + lj * (Kmm @ U)
-                H = linalg.solve_triangular(T, H, trans="T", check_finite=False)
-                return linalg.solve_triangular(A, H, trans="T", check_finite=False)
+                W = pre.solve_A(np.asfortranarray(V))
+                U = pre.solve_T(W)
+                H = product(U) / n
+                if c_eps:
+                    H -= c_eps * U
+                H = pre.solve_T(H, trans=True)
+                H += lj * W
+                return pre.solve_A(H, trans=True)
 
-            b = linalg.solve_triangular(T, rhs_full[:, cols], trans="T", check_finite=False)
-            b = linalg.solve_triangular(A, b, trans="T", check_finite=False)
-            gamma, it, rel = conjugate_gradient(precond_apply, b, tol, max_iter,
-                                                progress=progress)
+            b = pre.solve_T(np.asfortranarray(rhs_full[:, cols]), trans=True)
+            b = pre.solve_A(b, trans=True)
+            exact = functools.partial(precond_apply, product=normal.exact)
+            if normal.mixed:
+                gamma, it, rel = _refined_cg(functools.partial(precond_apply, product=normal),
+                                             exact, b, tol, max_iter, progress)
+            else:
+                gamma, it, rel = conjugate_gradient(exact, b, tol, max_iter, progress=progress)
             n_iter = max(n_iter, it)
-            beta = linalg.solve_triangular(A, gamma, check_finite=False)
-            coef[:, cols] = linalg.solve_triangular(T, beta, check_finite=False)
+            beta = pre.solve_A(np.asfortranarray(gamma.reshape(m, -1)))
+            coef[:, cols] = pre.solve_T(beta)
             if np.any(rel > tol):
                 warnings.warn(f"{type(self).__name__} stopped after {it} CG iterations "
                               f"(max_iter={max_iter}) with relative residual {rel.max():.3g} > "
@@ -270,25 +453,27 @@ class _FalkonBase(BaseEstimator):
         # Preconditioner (Rudi et al. 2017, Alg. 1): T^T T = K_MM, A^T A = T W T^T / n + lam I,
         # W the centers' weights (n / M each when uniform; 1 / pi_j for RLS draws, FALKON-BLESS)
         lam = np.atleast_1d(alpha) / n
-        Kmm = op.block_host(C)
-        T = _upper_cholesky(Kmm, "the kernel matrix of the centers")
-        # T W T^T = (T D)(T D)^T, D = sqrt(W / n): LAPACK's lauum forms the product of an
-        # upper triangle with its transpose in M^3/3 flops (a GEMM takes 2 M^3)
-        base, info = lapack.dlauum(T * np.sqrt(w / n)[None, :], lower=0, overwrite_c=1)
-        if info != 0:
-            raise ValueError(f"LAPACK dlauum failed (info={info}) on the centers' Cholesky "
-                             "factor.")
-        # only the upper triangle of ``base`` is set, and only it is read
-        As = [_upper_cholesky(base, "the FALKON preconditioner", shift=lj) for lj in lam]
-        del base
-        progress("preconditioner", m, level=1)
+        t0 = time.perf_counter()
+        # K_nM first: its float64 working copies of X are freed before K_MM is formed
         normal = _NystromNormalOperator(op, X, C, product_dtype(tol), cache, client=self.client)
-        progress("K_nM", n, level=1, held=normal.stored, dask=normal.dask is not None)
+        progress("K_nM", n, level=1, held=normal.stored, dask=normal.dask is not None,
+                 seconds=round(time.perf_counter() - t0, 2))
         try:
-            coef, n_iter = self._solve(normal, T, Kmm, As, lam, Y, n, m, tol, max_iter, progress)
+            t0 = time.perf_counter()
+            with blas_threads_for(m):  # M^3/3-flop factorizations: BLAS on every core
+                pre = _FalkonPreconditioner(_fortran_gram(op, C), w, n)
+                pre.set_lambda(lam[0])
+            progress("preconditioner", m, level=1, seconds=round(time.perf_counter() - t0, 2))
+            t0 = time.perf_counter()
+            # CG: memory-bound products and few-column triangular solves, where a second
+            # OpenBLAS thread gains little and stalls badly whenever a core is busy
+            with single_blas_thread():
+                coef, n_iter = self._solve(normal, pre, lam, Y, n, m, tol, max_iter, progress)
         finally:
             normal.close()
+        del pre
         self.kernel_nbytes_ = 0 if normal.KnM is None else int(normal.KnM.nbytes)
+        progress("CG", level=1, seconds=round(time.perf_counter() - t0, 2))
 
         if not np.all(np.isfinite(coef)):
             raise ValueError("FALKON produced non-finite coefficients; check alpha and the kernel "
