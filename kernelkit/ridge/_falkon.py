@@ -29,7 +29,8 @@ from ._kernel_ridge import _check_alpha, _ClassifierMixin
 from ._pcg import DEFAULT_MAX_ITER, conjugate_gradient, product_dtype
 
 CENTERS = ("uniform", "rls", "thinning")
-_MAX_REFINE = 8  # float64 refinement rounds of a mixed-precision solve (each ~1/delta)
+_MAX_REFINE = 8  # float32 rounds of a mixed-precision solve (each gains ~1/delta)
+_F32_PRECOND_MIN = 8192  # from this many centers a mixed solve holds T and A in float32
 _F32_BLOCK_BYTES = 4 * 2**20  # a float32 row block of K_nM reused from cache by its 2nd GEMM
 
 
@@ -78,13 +79,36 @@ class _NystromNormalOperator:
         which ``T^-1`` amplifies by up to ``1 / lambda_min(K_MM)`` (measured: 4e-3
         against 5e-6 relative error of the predictions).
         """
-        step = self.rows_per_block()
+        if self.stored and self.KnM.dtype != np.float64:
+            # cache-sized blocks: each upcast block is reused from cache by its GEMMs
+            step = max(16, int(_F32_BLOCK_BYTES // (8 * max(1, self.C.shape[0]))))
+        else:
+            step = self.rows_per_block()
         for r0 in range(0, self.X.shape[0], step):
             r1 = min(self.X.shape[0], r0 + step)
             if self.stored:
                 yield r0, r1, self.KnM[r0:r1].astype(np.float64, copy=False)
             else:
                 yield r0, r1, self.op.block_host(self.X[r0:r1], self.C)
+
+    def kmm(self, U, idx):
+        """``K_MM @ U`` (float64): from the held rows ``K_nM[idx]`` when the centers are
+        training rows ``idx`` (the same float32 values as ``K_nM``), else recomputed."""
+        if not self.stored or idx is None:
+            return np.asarray(self.op.engine.to_host(self.op.matmul(self.C, self.C, U)),
+                              np.float64)
+        out = np.empty((len(idx),) + U.shape[1:])
+        step = max(16, int(_F32_BLOCK_BYTES // (8 * max(1, self.C.shape[0]))))
+        for r0 in range(0, len(idx), step):
+            out[r0:r0 + step] = self.KnM[idx[r0:r0 + step]].astype(np.float64) @ U
+        return out
+
+    def gram(self, idx):
+        """``K_MM`` in float32, Fortran order, for the mixed-precision preconditioner."""
+        if self.stored and idx is not None:
+            return self.KnM[idx].T  # k(c_j, c_i) as held in K_nM: a fresh C-order gather
+        K = np.asarray(self.op.engine.to_host(self.op.block(self.C.astype(np.float32))))
+        return np.array(K, np.float32, order="F")
 
     def close(self):
         """Free the blocks held on the Dask workers."""
@@ -185,37 +209,53 @@ def _mirror_upper(F, lo, d=None, bs=512):
             D[ii, jj] = D[jj, ii]
 
 
-def _refined_cg(apply32, apply64, b, tol, max_iter, progress):
-    """CG with float32 products, refined by float64 residuals until ``tol`` holds.
+def _refined_solve(pre, apply32, apply64, H64, rhs, tol, max_iter, progress):
+    """``H beta = rhs`` by FALKON-CG rounds with float32 products, refined in float64.
 
-    Float32 products perturb the operator by ``delta`` (relative; the products with
-    ``T^-1``-scaled vectors amplify float32 rounding): CG on it stalls near ``delta``.
-    Mixed-precision iterative refinement: ``r = b - A x`` in float64, then a float32 CG
-    solve of ``A d = r`` to the remaining tolerance, ``x += d``; each round gains a
-    factor ``~delta``. A round that does not halve the residual (``delta`` near 1)
-    switches to float64 products for the rest. Returns as :func:`conjugate_gradient`,
-    with the float64 (true) relative residual.
+    The rounds' float32 ``K_nM`` products solve the preconditioned system only to
+    ``delta ~ eps32 cond(T)`` (float32 rounding, amplified by ``T^-1``);
+    mixed-precision iterative refinement makes the result that of the float64
+    system: ``r = rhs - H beta`` in float64 (``K_nM`` upcast block by block), a round
+    on ``B^T H B g = B^T r`` to the remaining tolerance, ``beta += B g``, until
+    ``||B^T r|| <= tol ||B^T rhs||``, the stopping rule of the float64 solve. A round
+    that does not halve the residual (``delta`` near 1 or above: an ill-conditioned
+    ``K_MM``) is rejected unless it helped, and the next rounds use float64 products
+    (``apply64``).
+
+    Returns ``(beta, n_iter, rel)``: float64 coefficients, the CG iterations of all
+    rounds, the final relative residual per column.
     """
-    B2 = b.reshape(b.shape[0], -1)
-    bnorm = np.linalg.norm(B2, axis=0)
+    R2 = rhs.reshape(rhs.shape[0], -1)
+    rb = pre.Bt(R2)
+    bnorm = np.linalg.norm(rb, axis=0)
     safe = np.where(bnorm > 0, bnorm, 1.0)
-    x, n_iter, _ = conjugate_gradient(apply32, B2, tol, max_iter, progress=progress)
-    last = np.inf
+    beta = np.zeros_like(R2)
+    rel = bnorm / safe
+    n_iter, last, exact = 0, float(rel.max()), False
     for _ in range(_MAX_REFINE):
-        R = B2 - apply64(x)
-        rel = np.linalg.norm(R, axis=0) / safe
-        if not np.any(rel > tol) or n_iter >= max_iter:
+        if n_iter >= max_iter or not np.any(rel > tol):
             break
-        stalled = rel.max() > 0.5 * last
-        last = rel.max()
-        inner = tol * float(np.min(safe / np.maximum(np.linalg.norm(R, axis=0), 1e-300)))
-        if progress is not None:
-            progress("float64 refinement", level=1, rel_residual=float(rel.max()),
-                     products="float64" if stalled else "float32")
-        d, it, _ = conjugate_gradient(apply64 if stalled else apply32, R, min(0.5, inner),
+        inner = min(0.5, tol * float(np.min(safe / np.maximum(np.linalg.norm(rb, axis=0),
+                                                                 1e-300))))
+        g, it, _ = conjugate_gradient(apply64 if exact else apply32, rb, inner,
                                       max_iter - n_iter, progress=progress)
-        x, n_iter = x + d, n_iter + it
-    return x.reshape(b.shape), n_iter, rel
+        n_iter += it
+        cand = beta + pre.B(g)
+        rb_new = pre.Bt(R2 - H64(cand))
+        rel_new = np.linalg.norm(rb_new, axis=0) / safe
+        good = bool(np.all(np.isfinite(rel_new))) and rel_new.max() < last
+        if progress is not None:
+            progress("float64 residual", n_iter, max_iter, level=1,
+                     max_rel_residual=float(rel_new.max()),
+                     products="float64" if exact else "float32")
+        if good:
+            beta, rb, rel = cand, rb_new, rel_new
+        if not good or rel_new.max() > 0.5 * last:
+            if exact:
+                break
+            exact = True
+        last = min(last, float(rel.max()))
+    return beta.reshape(rhs.shape), n_iter, rel
 
 
 def _fortran_gram(op, C):
@@ -228,17 +268,17 @@ def _fortran_gram(op, C):
 
 
 class _FalkonPreconditioner:
-    """FALKON's preconditioner ``B = T^-1 A^-1`` held in ONE ``M x M`` float64 array.
+    """FALKON's preconditioner ``B = T^-1 A^-1`` held in ONE ``M x M`` array.
 
     ``T`` (upper, ``T^T T = K_MM + eps I``) lies in the strict upper triangle of
     ``F`` with its diagonal in a vector; ``A^T`` (lower, ``A^T A = T W T^T / n +
     lambda I``) in the lower triangle and diagonal, as FALKON's own implementation
-    keeps both (Meanti et al. 2020). ``K_MM`` itself is not kept: the operator uses
-    ``K_MM = T^T T - eps I``, exact whatever jitter ``eps`` the factorization took.
+    keeps both (Meanti et al. 2020). ``K_MM`` itself is not kept. float64, or float32
+    (half the memory) for the mixed-precision solve, where ``B`` only preconditions.
 
     Parameters
     ----------
-    F : ndarray of shape (M, M), float64, Fortran order
+    F : ndarray of shape (M, M), float64 or float32, Fortran order
         ``K_MM`` (only its upper triangle is read); factorised in place.
     w : ndarray of shape (M,)
         The centers' weights (``n / M`` each for uniform centers).
@@ -247,24 +287,26 @@ class _FalkonPreconditioner:
 
     def __init__(self, F, w, n):
         self.F, self.m = F, F.shape[0]
-        self.scale = np.sqrt(np.asarray(w, np.float64) / n)
+        self.potrf, self.lauum = lapack.get_lapack_funcs(("potrf", "lauum"), (F,))
+        self.trsm = blas.get_blas_funcs("trsm", (F,))
+        self.scale = np.sqrt(np.asarray(w, np.float64) / n).astype(F.dtype)
         diag0 = np.diag(F).copy()
         scale = max(float(np.max(np.abs(diag0))), np.finfo(np.float64).tiny)
-        jitter = np.finfo(np.float64).eps * self.m * scale
+        jitter = np.finfo(F.dtype).eps * self.m * scale
         for attempt in range(12):
             if attempt:  # potrf stopped part-way: restore K_MM from its lower triangle
                 _mirror_upper(F, lo=False)
             F.flat[:: self.m + 1] = diag0 + jitter
-            _, info = lapack.dpotrf(F, lower=0, clean=0, overwrite_a=1)
+            _, info = self.potrf(F, lower=0, clean=0, overwrite_a=1)
             if info == 0:
                 break
             if info < 0:
-                raise ValueError(f"LAPACK dpotrf failed (info={info}).")
+                raise ValueError(f"LAPACK potrf failed (info={info}).")
             jitter *= 100.0
         else:
             raise ValueError("the kernel matrix of the centers is not positive semi-definite: "
                              "the kernel is not a valid (psd) kernel on these centers.")
-        self.eps = jitter  # T^T T = K_MM + eps I
+        self.eps = float(F.dtype.type(jitter))  # T^T T = K_MM + eps I
         self.tdiag = np.diag(F).copy()
         self.adiag = None
         self._diag = "T"
@@ -278,18 +320,18 @@ class _FalkonPreconditioner:
             # M^3/3 flops, in place in the lower triangle
             _mirror_upper(F, lo=True, d=self.scale)
             F.flat[:: m + 1] = self.tdiag * self.scale
-            _, info = lapack.dlauum(F, lower=1, overwrite_c=1)
+            _, info = self.lauum(F, lower=1, overwrite_c=1)
             if info != 0:
-                raise ValueError(f"LAPACK dlauum failed (info={info}) on the centers' Cholesky "
+                raise ValueError(f"LAPACK lauum failed (info={info}) on the centers' Cholesky "
                                  "factor.")
             base = np.diag(F).copy()
-            F.flat[:: m + 1] = base + lam + jitter
-            _, info = lapack.dpotrf(F, lower=1, clean=0, overwrite_a=1)
+            F.flat[:: m + 1] = base + (lam + jitter)
+            _, info = self.potrf(F, lower=1, clean=0, overwrite_a=1)
             if info == 0:
                 self.adiag = np.diag(F).copy()
                 self._diag = "A"
                 return
-            jitter = (np.finfo(np.float64).eps * m * max(float(base.max()), lam, 1e-300)
+            jitter = (np.finfo(F.dtype).eps * m * max(float(base.max()), lam, 1e-30)
                       if jitter == 0.0 else jitter * 100.0)
         raise ValueError("the FALKON preconditioner is not positive definite; increase alpha.")
 
@@ -298,15 +340,52 @@ class _FalkonPreconditioner:
             self.F.flat[:: self.m + 1] = self.tdiag if which == "T" else self.adiag
             self._diag = which
 
+    def _trsm(self, V, lower, trans):
+        V2 = np.asfortranarray(V.reshape(self.m, -1), dtype=self.F.dtype)
+        out = self.trsm(1.0, self.F, V2, lower=lower, trans_a=int(trans))
+        return np.asarray(out, np.float64).reshape(V.shape)
+
     def solve_T(self, V, trans=False):
-        """``T^-1 V`` (``T^-T V`` when ``trans``); V of shape (M, k), float64."""
+        """``T^-1 V`` (``T^-T V`` when ``trans``), float64 out."""
         self._use("T")
-        return blas.dtrsm(1.0, self.F, V, lower=0, trans_a=int(trans))
+        return self._trsm(V, 0, trans)
 
     def solve_A(self, V, trans=False):
         """``A^-1 V`` (``A^-T V`` when ``trans``); ``A^T`` is the lower triangle."""
         self._use("A")
-        return blas.dtrsm(1.0, self.F, V, lower=1, trans_a=int(not trans))
+        return self._trsm(V, 1, not trans)
+
+    def apply(self, V, product, lam, n):
+        """``B^T H B V`` for ``H = product / n + lam K_MM``, ``K_MM = T^T T - eps I``.
+
+        With ``W = A^-1 V`` and ``U = T^-1 W``:
+        ``T^-T H U = T^-T (product(U) / n - lam eps U) + lam W`` (no ``K_MM`` held).
+        """
+        W = self.solve_A(V)
+        U = self.solve_T(W)
+        H = product(U) / n
+        if self.eps:
+            H -= (lam * self.eps) * U
+        H = self.solve_T(H, trans=True)
+        H += lam * W
+        return self.solve_A(H, trans=True)
+
+    def kmm(self, V):
+        """``K_MM V = T^T (T V) - eps V`` (float64 factors: exactly the ``K_MM`` factored)."""
+        self._use("T")
+        trmm = blas.get_blas_funcs("trmm", (self.F,))
+        V2 = np.asfortranarray(V.reshape(self.m, -1), dtype=self.F.dtype)
+        TV = trmm(1.0, self.F, V2, lower=0, trans_a=0)
+        out = np.asarray(trmm(1.0, self.F, TV, lower=0, trans_a=1), np.float64)
+        return (out - self.eps * V2).reshape(V.shape)
+
+    def Bt(self, R):
+        """``B^T R = A^-T T^-T R``."""
+        return self.solve_A(self.solve_T(R, trans=True), trans=True)
+
+    def B(self, G):
+        """``B G = T^-1 A^-1 G``."""
+        return self.solve_T(self.solve_A(G))
 
 
 class _FalkonBase(BaseEstimator):
@@ -391,7 +470,7 @@ class _FalkonBase(BaseEstimator):
         idx = pool[np.asarray(kt.coreset_indices_)]
         return X[idx], idx, np.full(len(idx), n / len(idx))
 
-    def _solve(self, normal, pre, lam, Y, n, m, tol, max_iter, progress):
+    def _solve(self, normal, pre, idx, lam, Y, n, m, tol, max_iter, progress):
         """CG on ``B^T H B g = B^T K_Mn y / n`` per group of targets sharing ``lambda``."""
         Y2 = Y.reshape(n, -1)
         rhs_full = normal.kmn(Y2) / n  # K_Mn y / n
@@ -403,33 +482,26 @@ class _FalkonBase(BaseEstimator):
             if gi:  # the first group's A was formed with T
                 with blas_threads_for(m):
                     pre.set_lambda(lj)
-            c_eps = lj * pre.eps
-
-            def precond_apply(V, product, lj=lj, c_eps=c_eps):
-                # B^T H B V with B = T^-1 A^-1, H = K_Mn K_nM / n + lam K_MM: with
-                # W = A^-1 V, U = T^-1 W and K_MM = T^T T - eps I,
-                # T^-T H U = T^-T (K_Mn K_nM U / n - lam eps U) + lam W (exact, so the
-                # solution is the Nyström estimator whatever jitter the factors took)
-                W = pre.solve_A(np.asfortranarray(V))
-                U = pre.solve_T(W)
-                H = product(U) / n
-                if c_eps:
-                    H -= c_eps * U
-                H = pre.solve_T(H, trans=True)
-                H += lj * W
-                return pre.solve_A(H, trans=True)
-
-            b = pre.solve_T(np.asfortranarray(rhs_full[:, cols]), trans=True)
-            b = pre.solve_A(b, trans=True)
-            exact = functools.partial(precond_apply, product=normal.exact)
+            # B^T H B with B = T^-1 A^-1, H = K_Mn K_nM / n + lam K_MM (exact in float64,
+            # so the solution is the Nyström estimator whatever jitter the factors took)
+            apply = functools.partial(pre.apply, product=normal, lam=lj, n=n)
+            rhs = rhs_full[:, cols]
             if normal.mixed:
-                gamma, it, rel = _refined_cg(functools.partial(precond_apply, product=normal),
-                                             exact, b, tol, max_iter, progress)
+                def H64(beta, lj=lj):
+                    # K_MM as the factors hold it (float64), or as K_nM does (float32)
+                    kmm = (pre.kmm(beta) if pre.F.dtype == np.float64 else
+                           normal.kmm(beta, idx))
+                    return normal.exact(beta) / n + lj * kmm
+
+                apply64 = functools.partial(pre.apply, product=normal.exact, lam=lj, n=n)
+                beta, it, rel = _refined_solve(pre, apply, apply64, H64, rhs, tol, max_iter,
+                                               progress)
             else:
-                gamma, it, rel = conjugate_gradient(exact, b, tol, max_iter, progress=progress)
+                gamma, it, rel = conjugate_gradient(apply, pre.Bt(rhs), tol, max_iter,
+                                                    progress=progress)
+                beta = pre.B(gamma)
+            coef[:, cols] = beta
             n_iter = max(n_iter, it)
-            beta = pre.solve_A(np.asfortranarray(gamma.reshape(m, -1)))
-            coef[:, cols] = pre.solve_T(beta)
             if np.any(rel > tol):
                 warnings.warn(f"{type(self).__name__} stopped after {it} CG iterations "
                               f"(max_iter={max_iter}) with relative residual {rel.max():.3g} > "
@@ -461,14 +533,18 @@ class _FalkonBase(BaseEstimator):
         try:
             t0 = time.perf_counter()
             with blas_threads_for(m):  # M^3/3-flop factorizations: BLAS on every core
-                pre = _FalkonPreconditioner(_fortran_gram(op, C), w, n)
+                # float32 K_MM (from the held K_nM rows when the centers are training
+                # rows) for the mixed-precision solve: B only preconditions there
+                pre = _FalkonPreconditioner(normal.gram(idx) if normal.mixed and m >=
+                                            _F32_PRECOND_MIN else _fortran_gram(op, C), w, n)
                 pre.set_lambda(lam[0])
             progress("preconditioner", m, level=1, seconds=round(time.perf_counter() - t0, 2))
             t0 = time.perf_counter()
             # CG: memory-bound products and few-column triangular solves, where a second
             # OpenBLAS thread gains little and stalls badly whenever a core is busy
             with single_blas_thread():
-                coef, n_iter = self._solve(normal, pre, lam, Y, n, m, tol, max_iter, progress)
+                coef, n_iter = self._solve(normal, pre, idx, lam, Y, n, m, tol, max_iter,
+                                           progress)
         finally:
             normal.close()
         del pre
