@@ -9,8 +9,10 @@ NeurIPS 2018), drawn here by kernelkit's SQUEAK-based :class:`~kernelkit.RLSNyst
 """
 
 import functools
+import os
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 
 import numpy as np
@@ -31,7 +33,8 @@ from ._pcg import DEFAULT_MAX_ITER, conjugate_gradient, product_dtype
 CENTERS = ("uniform", "rls", "thinning")
 _MAX_REFINE = 8  # float32 rounds of a mixed-precision solve (each gains ~1/delta)
 _F32_PRECOND_MIN = 8192  # from this many centers a mixed solve holds T and A in float32
-_F32_BLOCK_BYTES = 4 * 2**20  # a float32 row block of K_nM reused from cache by its 2nd GEMM
+_F32_BLOCK_BYTES = 4 * 2**20
+_ROW_CHUNK = 2048  # rows of K_nM per task of the product pool  # a float32 row block of K_nM reused from cache by its 2nd GEMM
 
 
 def _auto_centers(n):
@@ -133,10 +136,47 @@ class _NystromNormalOperator:
         """``K_nM^T @ U`` (float64)."""
         if self.dask is not None:
             return self.dask.matmul(self.handle, U).astype(np.float64)
+        if self.stored:
+            return self._held_sum(lambda Kb, r0, r1: Kb.astype(np.float64).T @ U[r0:r1],
+                                  np.float64)
         out = np.zeros((self.C.shape[0],) + U.shape[1:])
         for r0, r1, Kb in self._blocks():
             out += Kb.T @ U[r0:r1]
         return out
+
+    def _held_sum(self, job, dtype):
+        """``sum_b job(K_b, r0, r1)`` over cache-sized row blocks ``K_b`` of the held
+        ``K_nM``, accumulated in float64; row chunks run on a pool of one thread per
+        core, each on one BLAS thread (memory-bound GEMMs: measured 1.9x over one
+        thread, where two OpenBLAS threads stall whenever a core is busy)."""
+        K = self.KnM
+        n, m = K.shape
+        step = max(16, int(_F32_BLOCK_BYTES // (np.dtype(dtype).itemsize * max(1, m))))
+        chunk = step * max(1, _ROW_CHUNK // step)
+
+        def run(a):
+            out = None
+            for r0 in range(a, min(n, a + chunk), step):
+                r1 = min(n, r0 + step, a + chunk)
+                part = job(K[r0:r1], r0, r1)
+                if out is None:
+                    out = part.astype(np.float64)
+                else:
+                    out += part
+            return out
+
+        starts = range(0, n, chunk)
+        workers = min(_n_workers(), len(starts))
+        with single_blas_thread():
+            if workers <= 1:
+                parts = [run(a) for a in starts]
+            else:
+                with ThreadPoolExecutor(workers) as pool:
+                    parts = list(pool.map(run, starts))
+        total = parts[0]
+        for part in parts[1:]:
+            total += part
+        return total
 
     @property
     def mixed(self):
@@ -153,6 +193,12 @@ class _NystromNormalOperator:
         """``K_nM^T K_nM V`` in float64 arithmetic (a held float32 ``K_nM`` upcast per block)."""
         if self.dask is not None:
             return self.kmn(self.knm(V))
+        if self.stored:
+            def job(Kb, r0, r1):
+                Kb = Kb.astype(np.float64, copy=False)
+                return Kb.T @ (Kb @ V)
+
+            return self._held_sum(job, np.float64)
         out = np.zeros_like(V)
         for _, _, Kb in self._blocks():
             out += Kb.T @ (Kb @ V)
@@ -165,7 +211,7 @@ class _NystromNormalOperator:
         products (``K_b V`` then ``K_b^T (K_b V)``), accumulated across blocks in
         float64: a third of the memory traffic of upcasting each block.
         """
-        K, n, m = self.KnM, self.KnM.shape[0], self.KnM.shape[1]
+        m = self.KnM.shape[1]
         V2 = V.reshape(m, -1)
         k = V2.shape[1]
         # V = hi + lo, both float32: K_b V without rounding V (its entries, scaled by
@@ -173,14 +219,20 @@ class _NystromNormalOperator:
         S = np.empty((m, 2 * k), np.float32)
         S[:, :k] = V2
         S[:, k:] = V2 - S[:, :k]
-        out = np.zeros((m, k), np.float64)
-        step = max(16, int(_F32_BLOCK_BYTES // (4 * max(1, m))))
-        for r0 in range(0, n, step):
-            Kb = K[r0:r0 + step]
+
+        def job(Kb, r0, r1):
             t = Kb @ S
             t[:, :k] += t[:, k:]
-            out += Kb.T @ t[:, :k]
-        return out.reshape(V.shape)
+            return Kb.T @ t[:, :k]
+
+        return self._held_sum(job, np.float32).reshape(V.shape)
+
+
+def _n_workers():
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def _mirror_upper(F, lo, d=None, bs=512):
@@ -235,8 +287,11 @@ def _refined_solve(pre, apply32, apply64, H64, rhs, tol, max_iter, progress):
     for _ in range(_MAX_REFINE):
         if n_iter >= max_iter or not np.any(rel > tol):
             break
-        inner = min(0.5, tol * float(np.min(safe / np.maximum(np.linalg.norm(rb, axis=0),
-                                                                 1e-300))))
+        # a round gains at most ~1/delta (unknown; measured 2e-2 with float32 factors):
+        # ask each for the remaining factor but no more than sqrt(tol), so that no round
+        # iterates on past what its float32 products can resolve
+        need = tol * float(np.min(safe / np.maximum(np.linalg.norm(rb, axis=0), 1e-300)))
+        inner = min(0.5, need if exact else max(need, np.sqrt(tol)))
         g, it, _ = conjugate_gradient(apply64 if exact else apply32, rb, inner,
                                       max_iter - n_iter, progress=progress)
         n_iter += it
