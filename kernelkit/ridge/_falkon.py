@@ -288,10 +288,13 @@ def _refined_solve(pre, apply32, apply64, H64, rhs, tol, max_iter, progress):
         if n_iter >= max_iter or not np.any(rel > tol):
             break
         # a round gains at most ~1/delta (unknown; measured 2e-2 with float32 factors):
-        # ask each for the remaining factor but no more than sqrt(tol), so that no round
-        # iterates on past what its float32 products can resolve
+        # ask each for the remaining factor (halved, against a round more), but for no
+        # more than ~sqrt(tol) when that is far off, so that no round iterates on past
+        # what its float32 products can resolve
         need = tol * float(np.min(safe / np.maximum(np.linalg.norm(rb, axis=0), 1e-300)))
-        inner = min(0.5, need if exact else max(need, np.sqrt(tol)))
+        if not exact and 0.5 * need < 0.1 * np.sqrt(tol):
+            need = np.sqrt(tol)
+        inner = min(0.5, 0.5 * need)
         g, it, _ = conjugate_gradient(apply64 if exact else apply32, rb, inner,
                                       max_iter - n_iter, progress=progress)
         n_iter += it
