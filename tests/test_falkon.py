@@ -1,0 +1,156 @@
+"""FALKON internals: the one-array preconditioner and the mixed-precision solve.
+
+The end-to-end FALKON tests (closed-form Nyström, exact KRR, Dask) are in
+test_ridge_solvers.py; here the factors are checked against dense LAPACK and the
+float32 paths against the float64 solve.
+"""
+
+import numpy as np
+import pytest
+from scipy import linalg
+
+import kernelkit.ridge._falkon as fk
+from kernelkit.kernels import RBF, resolve_kernel
+from kernelkit.ridge import FalkonClassifier, FalkonRegressor
+
+GAMMA = 0.3
+
+
+def _data(n, d=3, seed=0, k=None):
+    rng = np.random.RandomState(seed)
+    X = rng.randn(n, d)
+    y = np.sin(X).sum(1) + 0.1 * rng.randn(n)
+    if k is not None:
+        y = np.column_stack([y] + [np.cos(X[:, j % d]) for j in range(k - 1)])
+    return X, y
+
+
+def _rel(a, b):
+    return np.linalg.norm(a - b) / np.linalg.norm(b)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_preconditioner_holds_T_and_A_in_one_array(dtype):
+    rng = np.random.RandomState(0)
+    C = rng.randn(60, 3)
+    K = RBF(GAMMA)(C)
+    n, lam = 500, 1e-3
+    w = rng.uniform(1.0, 20.0, 60)  # non-uniform weights, as leverage-score centers
+    F = np.array(K, dtype=dtype, order="F")
+    pre = fk._FalkonPreconditioner(F, w, n)
+    pre.set_lambda(lam)
+    assert pre.F is F and F.dtype == dtype  # factorised in place: one M x M array
+    T = np.triu(F.astype(np.float64), 1) + np.diag(pre.tdiag.astype(np.float64))
+    LA = np.tril(F.astype(np.float64), -1) + np.diag(pre.adiag.astype(np.float64))
+    rtol = 1e-12 if dtype == np.float64 else 1e-5
+    assert _rel(T.T @ T, K + pre.eps * np.eye(60)) < rtol  # T^T T = K_MM + eps I
+    ref = T @ np.diag(w / n) @ T.T + lam * np.eye(60)  # A^T A = T W T^T / n + lam I
+    assert _rel(LA @ LA.T, ref) < rtol
+    A = LA.T
+    V = rng.randn(60, 4)
+    tol = 1e-10 if dtype == np.float64 else 1e-3
+    assert _rel(pre.solve_T(V), linalg.solve_triangular(T, V)) < tol
+    assert _rel(pre.solve_T(V, trans=True), linalg.solve_triangular(T, V, trans="T")) < tol
+    assert _rel(pre.solve_A(V), linalg.solve_triangular(A, V)) < tol
+    assert _rel(pre.solve_A(V, trans=True), linalg.solve_triangular(A, V, trans="T")) < tol
+    if dtype == np.float64:
+        # B^T H B with H = G / n + lam K_MM, K_MM exactly as given (the jitter removed)
+        G = rng.randn(60, 60)
+        G = G @ G.T
+        B = linalg.solve_triangular(T, linalg.inv(A))
+        expect = B.T @ (G / n + lam * K) @ B @ V
+        got = pre.apply(V, lambda U: G @ U, lam, n)
+        assert _rel(got, expect) < 1e-8
+        assert _rel(pre.kmm(V), K @ V) < 1e-12
+
+
+def test_preconditioner_jitter_restores_singular_gram():
+    # duplicated centers: K_MM singular, potrf needs a jitter; the retry restores K_MM
+    # from the triangle potrf did not touch
+    C = np.repeat(np.random.RandomState(1).randn(20, 2), 2, axis=0)
+    K = RBF(0.5)(C)
+    F = np.array(K, order="F")
+    pre = fk._FalkonPreconditioner(F, np.full(40, 10.0), 400)
+    T = np.triu(F, 1) + np.diag(pre.tdiag)
+    assert pre.eps > 0
+    assert _rel(T.T @ T, K + pre.eps * np.eye(40)) < 1e-12
+
+
+def test_float32_products_blockwise_with_float64_accumulation():
+    X, _ = _data(3000, d=5)
+    C = X[:200]
+    op = resolve_kernel("rbf", GAMMA, 3, 1, None, n_features=5, backend="numpy")
+    normal = fk._NystromNormalOperator(op, X, C, np.float32, 4096)
+    assert normal.mixed and normal.KnM.dtype == np.float32
+    K64 = normal.KnM.astype(np.float64)
+    V = np.random.RandomState(0).randn(200, 3)
+    ref = K64.T @ (K64 @ V)
+    assert _rel(normal.exact(V), ref) < 1e-13  # float64 arithmetic on the held values
+    assert _rel(normal(V), ref) < 1e-6  # float32 GEMMs: float32 rounding, no more
+    U = np.random.RandomState(1).randn(3000, 2)
+    assert _rel(normal.kmn(U), K64.T @ U) < 1e-13
+    assert _rel(normal.kmm(V, np.arange(200)), K64[:200] @ V) < 1e-13
+
+
+@pytest.fixture
+def float32_factors(monkeypatch):
+    """Force the float32 preconditioner at any M; record the factors' dtypes."""
+    seen = []
+    init = fk._FalkonPreconditioner.__init__
+
+    def spy(self, F, w, n):
+        seen.append(F.dtype)
+        init(self, F, w, n)
+
+    monkeypatch.setattr(fk, "_F32_PRECOND_MIN", 1)
+    monkeypatch.setattr(fk._FalkonPreconditioner, "__init__", spy)
+    return seen
+
+
+@pytest.mark.parametrize("centers", ["uniform", "rls", "array"])
+def test_float32_factors_reach_the_float64_solve(float32_factors, centers):
+    X, Y = _data(700, k=2)
+    C = np.random.RandomState(3).randn(60, 3) if centers == "array" else centers
+    kw = dict(alpha=1e-2, n_centers=80, centers=C, gamma=GAMMA, random_state=0)
+    f32 = FalkonRegressor(tol=1e-6, **kw).fit(X, Y)
+    assert float32_factors == [np.float32]
+    fk._F32_PRECOND_MIN = 10**9  # float64 factors and products for the reference
+    f64 = FalkonRegressor(tol=1e-12, **kw).fit(X, Y)
+    assert float32_factors[-1] == np.float64 and f64.kernel_nbytes_ == 700 * f64.n_centers_ * 8
+    assert f32.kernel_nbytes_ == 700 * f32.n_centers_ * 4
+    # float32 K_nM (and K_MM) storage, float32 factors and products: the float64 solve
+    # of the same system to 1e-4
+    assert _rel(f32.predict(X), f64.predict(X)) < 1e-4
+
+
+def test_mixed_solve_falls_back_to_float64_products(capsys, monkeypatch):
+    # blobs, all-class targets, alpha / n ~ 3e-6: T^-1 amplifies float32 rounding past
+    # 1, the float32 rounds diverge and float64 products finish the solve
+    from sklearn.datasets import make_blobs
+
+    X, lab = make_blobs(n_samples=300, random_state=0, n_features=2)
+    X = (X - X.mean(0)) / X.std(0)
+    Y = np.eye(3)[lab]
+    kw = dict(n_centers=100, gamma=0.5, random_state=0)
+    mixed = FalkonRegressor(tol=1e-6, verbose=1, **kw).fit(X, Y)
+    assert "products=float64" in capsys.readouterr().out
+    # the reference: float64 CG (float64 products) on the same float32-held K_nM, to
+    # 1e-10 (this system is ill-conditioned enough that float32 storage itself moves
+    # the predictions by 4%: the contract is the float64 solve of the held system)
+    monkeypatch.setattr(fk, "product_dtype", lambda tol: np.dtype(np.float32))
+    monkeypatch.setattr(fk._NystromNormalOperator, "mixed", property(lambda self: False))
+    ref = FalkonRegressor(tol=1e-10, max_iter=3000, **kw).fit(X, Y)
+    assert ref.kernel_nbytes_ == 300 * 100 * 4
+    assert _rel(mixed.predict(X), ref.predict(X)) < 1e-4
+
+
+def test_classifier_float32_factors(float32_factors):
+    X, y = _data(400)
+    lab = np.digitize(y, np.quantile(y, [1 / 3, 2 / 3]))
+    kw = dict(alpha=0.1, n_centers=60, gamma=GAMMA, random_state=0)
+    f32 = FalkonClassifier(tol=1e-6, **kw).fit(X, lab)
+    fk._F32_PRECOND_MIN = 10**9
+    f64 = FalkonClassifier(tol=1e-12, **kw).fit(X, lab)
+    assert float32_factors == [np.float32, np.float64]
+    assert _rel(f32.decision_function(X), f64.decision_function(X)) < 1e-4
+    np.testing.assert_array_equal(f32.predict(X), f64.predict(X))
