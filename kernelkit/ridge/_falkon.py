@@ -9,14 +9,11 @@ NeurIPS 2018), drawn here by kernelkit's SQUEAK-based :class:`~kernelkit.RLSNyst
 """
 
 import functools
-import os
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 
 import numpy as np
-from scipy import linalg
 from scipy.linalg import blas, lapack
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
@@ -25,7 +22,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..backend import resolve_backend
 from ..kernels import resolve_kernel
-from ..utils._threads import blas_threads_for, single_blas_thread
+from ..utils._threads import blas_threads_for, map_row_blocks, single_blas_thread
 from ..utils._verbose import Progress, check_verbose
 from ._kernel_ridge import _check_alpha, _ClassifierMixin
 from ._pcg import DEFAULT_MAX_ITER, conjugate_gradient, product_dtype
@@ -33,8 +30,8 @@ from ._pcg import DEFAULT_MAX_ITER, conjugate_gradient, product_dtype
 CENTERS = ("uniform", "rls", "thinning")
 _MAX_REFINE = 8  # float32 rounds of a mixed-precision solve (each gains ~1/delta)
 _F32_PRECOND_MIN = 8192  # from this many centers a mixed solve holds T and A in float32
-_F32_BLOCK_BYTES = 4 * 2**20
-_ROW_CHUNK = 2048  # rows of K_nM per task of the product pool  # a float32 row block of K_nM reused from cache by its 2nd GEMM
+_F32_BLOCK_BYTES = 4 * 2**20  # a row block of K_nM reused from cache by its 2nd GEMM
+_ROW_CHUNK = 2048  # rows of K_nM per task of the product pool
 
 
 def _auto_centers(n):
@@ -146,33 +143,27 @@ class _NystromNormalOperator:
 
     def _held_sum(self, job, dtype):
         """``sum_b job(K_b, r0, r1)`` over cache-sized row blocks ``K_b`` of the held
-        ``K_nM``, accumulated in float64; row chunks run on a pool of one thread per
-        core, each on one BLAS thread (memory-bound GEMMs: measured 1.9x over one
-        thread, where two OpenBLAS threads stall whenever a core is busy)."""
+        ``K_nM``, accumulated in float64; row chunks run on kernelkit's row-block pool
+        (:func:`~kernelkit.utils._threads.map_row_blocks`: one BLAS thread each;
+        memory-bound GEMMs, measured 1.9x over one thread on 2 cores, where two
+        OpenBLAS threads stall whenever a core is busy)."""
         K = self.KnM
         n, m = K.shape
         step = max(16, int(_F32_BLOCK_BYTES // (np.dtype(dtype).itemsize * max(1, m))))
         chunk = step * max(1, _ROW_CHUNK // step)
+        parts = [None] * len(range(0, n, chunk))
 
-        def run(a):
+        def run(a, b):
             out = None
-            for r0 in range(a, min(n, a + chunk), step):
-                r1 = min(n, r0 + step, a + chunk)
-                part = job(K[r0:r1], r0, r1)
+            for r0 in range(a, b, step):
+                part = job(K[r0:min(b, r0 + step)], r0, min(b, r0 + step))
                 if out is None:
                     out = part.astype(np.float64)
                 else:
                     out += part
-            return out
+            parts[a // chunk] = out
 
-        starts = range(0, n, chunk)
-        workers = min(_n_workers(), len(starts))
-        with single_blas_thread():
-            if workers <= 1:
-                parts = [run(a) for a in starts]
-            else:
-                with ThreadPoolExecutor(workers) as pool:
-                    parts = list(pool.map(run, starts))
+        map_row_blocks(run, n, chunk)
         total = parts[0]
         for part in parts[1:]:
             total += part
@@ -226,13 +217,6 @@ class _NystromNormalOperator:
             return Kb.T @ t[:, :k]
 
         return self._held_sum(job, np.float32).reshape(V.shape)
-
-
-def _n_workers():
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def _mirror_upper(F, lo, d=None, bs=512):
