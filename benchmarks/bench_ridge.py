@@ -53,7 +53,7 @@ MD_PATH = HERE / "RESULTS.md"
 SECTION = "## Kernel ridge solvers (bench_ridge.py)"
 SEED = 0
 GAMMA_FM, ALPHA_FM = 0.02, 0.01
-FULL = {"n_a": 20_000, "n_b": 60_000, "centers_b": 8000, "tol_b": 1e-4,
+FULL = {"n_a": 20_000, "n_b": 60_000, "centers_b": 16_000, "tol_b": 1e-3,
         "centers_c": (100, 400), "seeds_c": 3, "n_c_fm": 3000, "n_c_dia": 5000,
         "n_c_out": 5000, "scaling_pcg": (5000, 10_000, 20_000),
         "scaling_falkon": (10_000, 100_000, 300_000, 1_000_000), "centers_d": 1000,

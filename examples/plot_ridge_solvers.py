@@ -9,7 +9,8 @@ One data set, one kernel, one ridge penalty, five ways to fit it:
   ``O(n^3)`` time and ``n^2`` memory;
 * ``KernelRidge(solver="pcg")``: the same exact solution by conjugate gradients
   preconditioned with a randomized Nyström approximation of the kernel (Frangella,
-  Tropp & Udell 2023); ``O(n^2)`` per iteration, few iterations;
+  Tropp & Udell 2023) drawn by randomly pivoted Cholesky (Díaz et al. 2023);
+  ``O(n^2)`` per iteration, few iterations;
 * :class:`~kernelkit.ridge.FalkonRegressor` with uniform or ridge-leverage-score
   (RLS) centers: Nyström kernel ridge on ``M`` centers solved by FALKON's
   preconditioned CG (Rudi, Carratino & Rosasco 2017), ``O(n M)`` per iteration;

@@ -154,3 +154,29 @@ def test_classifier_float32_factors(float32_factors):
     assert float32_factors == [np.float32, np.float64]
     assert _rel(f32.decision_function(X), f64.decision_function(X)) < 1e-4
     np.testing.assert_array_equal(f32.predict(X), f64.predict(X))
+
+
+@pytest.mark.parametrize("centers", ["uniform", "rls"])
+def test_near_duplicate_centers_converge_to_the_nystrom_solution(centers):
+    # a dense 2-D cluster, a wide kernel and a tiny lambda: K_MM is singular to rounding.
+    # With the smallest jitter that factors it, B = T^-1 A^-1 amplified the rounding of
+    # every product and CG stalled near 1e-3; the jitter floor makes it converge
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    rng = np.random.RandomState(0)
+    X = np.vstack([rng.randn(1900, 2) * 0.5, rng.randn(100, 2) * 0.3 + 6.0])
+    y = np.sin(2 * X[:, 0]) + X[:, 1] + 0.05 * rng.randn(len(X))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        f = FalkonRegressor(alpha=1e-3, gamma=1.0, n_centers=300, centers=centers, tol=1e-6,
+                            random_state=0).fit(X, y)
+    # the Nyström estimator by a stacked least squares (no K_MM inverse); K_MM is singular
+    # to rounding, so the reference itself (gelsd's rank cutoff) is good to ~1e-2 only
+    Knm, Kmm = RBF(1.0)(X, f.centers_), RBF(1.0)(f.centers_)
+    w, V = linalg.eigh(Kmm)
+    R = np.sqrt(np.clip(w, 0, None))[:, None] * V.T
+    A = np.vstack([Knm, np.sqrt(1e-3) * R])
+    b = linalg.lstsq(A, np.concatenate([y, np.zeros(len(R))]), lapack_driver="gelsd")[0]
+    assert _rel(f.predict(X), Knm @ b) < 2e-2

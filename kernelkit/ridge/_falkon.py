@@ -36,6 +36,7 @@ from ._kernel_ridge import _check_alpha, _ClassifierMixin
 from ._pcg import DEFAULT_MAX_ITER, conjugate_gradient, product_dtype
 
 CENTERS = ("uniform", "rls", "thinning")
+_JITTER64 = 1e-12  # relative jitter floor per center of the float64 Cholesky of K_MM
 _MAX_REFINE = 8  # float32 rounds of a mixed-precision solve (each gains ~1/delta)
 _F32_PRECOND_MIN = 8192  # from this many centers a mixed solve holds T and A in float32
 _F32_BLOCK_BYTES = 4 * 2**20  # a row block of K_nM reused from cache by its 2nd GEMM
@@ -343,7 +344,14 @@ class _FalkonPreconditioner:
         self.scale = np.sqrt(np.asarray(w, np.float64) / n).astype(F.dtype)
         diag0 = np.diag(F).copy()
         scale = max(float(np.max(np.abs(diag0))), np.finfo(np.float64).tiny)
-        jitter = np.finfo(F.dtype).eps * self.m * scale
+        # the smallest jitter that factors is not enough: B = T^-1 A^-1 amplifies the
+        # rounding of every product by ~1 / jitter, and CG stalls (measured: at 1e-3
+        # relative residual with 400 near-duplicate centers). A floor of 1e-12 M (FALKON's
+        # own is 1e-13 M, Meanti et al. 2020, pc_epsilon_64; 1e-12 converged where that
+        # still stalled) bounds it; the solution stays the exact Nyström estimator (the
+        # jitter is subtracted in the products)
+        floor = _JITTER64 if F.dtype == np.float64 else float(np.finfo(F.dtype).eps)
+        jitter = max(float(np.finfo(F.dtype).eps), floor) * self.m * scale
         for attempt in range(12):
             if attempt:  # potrf stopped part-way: restore K_MM from its lower triangle
                 _mirror_upper(F, lo=False)
