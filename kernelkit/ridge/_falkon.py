@@ -39,6 +39,9 @@ CENTERS = ("uniform", "rls", "thinning")
 _JITTER64 = 1e-12  # relative jitter floor per center of the float64 Cholesky of K_MM
 _MAX_REFINE = 8  # float32 rounds of a mixed-precision solve (each gains ~1/delta)
 _F32_PRECOND_MIN = 8192  # from this many centers a mixed solve holds T and A in float32
+# a mixed (float32 K_nM) solve whose predictions the rounding of K_nM may move by more than
+# this (relative) is redone in float64: the float32 path promises the float64 solve to 1e-4
+_MIXED_MAX_ERROR = 1e-4
 _F32_BLOCK_BYTES = 4 * 2**20  # a row block of K_nM reused from cache by its 2nd GEMM
 _ROW_CHUNK = 2048  # rows of K_nM per task of the product pool
 
@@ -178,6 +181,22 @@ class _NystromNormalOperator:
         for part in parts[1:]:
             total += part
         return total
+
+    def rounding_error(self, coef):
+        """Estimated relative change of the fitted values ``K_nM b`` (per column of
+        ``coef``) from the float32 rounding of the held ``K_nM``.
+
+        Rounding errors are independent, uniform within ``eps |K_ij| / 2`` each, so
+        ``||dK b|| ~ eps / sqrt(12) ||b|| max_j ||K_:j||`` at most; twice that is
+        returned.
+        """
+        B = coef.reshape(coef.shape[0], -1)
+        sq = self._held_sum(lambda Kb, r0, r1: np.einsum("ij,ij->j", Kb, Kb,
+                                                           dtype=np.float64), np.float64)
+        fitted = np.linalg.norm(self.knm(B), axis=0)
+        est = (float(np.finfo(self.KnM.dtype).eps) / np.sqrt(3.0) * np.sqrt(sq.max())
+               * np.linalg.norm(B, axis=0))
+        return est / np.maximum(fitted, np.finfo(np.float64).tiny)
 
     @property
     def mixed(self):
@@ -568,25 +587,12 @@ class _FalkonBase(BaseEstimator):
                               ConvergenceWarning, stacklevel=4)
         return coef, n_iter
 
-    def _fit_targets(self, X, Y):
-        n = X.shape[0]
-        tol, max_iter, cache, verbose = self._check_params(n)
-        n_targets = 1 if Y.ndim == 1 else Y.shape[1]
-        alpha = _check_alpha(self.alpha, n_targets)
-        self.backend_ = resolve_backend(self.backend, X)
-        rng = check_random_state(self.random_state)
-        progress = Progress(self, verbose)
-        C, idx, w = self._select_centers(X, rng)
-        m = C.shape[0]
-        op = self._operator()
-        progress("centers", m, n, kind=self.centers if isinstance(self.centers, str) else "array")
-
-        # Preconditioner (Rudi et al. 2017, Alg. 1): T^T T = K_MM, A^T A = T W T^T / n + lam I,
-        # W the centers' weights (n / M each when uniform; 1 / pi_j for RLS draws, FALKON-BLESS)
-        lam = np.atleast_1d(alpha) / n
+    def _solve_with(self, op, X, C, idx, w, lam, Y, n, m, dtype, tol, max_iter, cache,
+                    progress):
+        """Build ``K_nM`` (``dtype``) and the preconditioner, and solve: one attempt."""
         t0 = time.perf_counter()
         # K_nM first: its float64 working copies of X are freed before K_MM is formed
-        normal = _NystromNormalOperator(op, X, C, product_dtype(tol), cache, client=self.client)
+        normal = _NystromNormalOperator(op, X, C, dtype, cache, client=self.client)
         progress("K_nM", n, level=1, held=normal.stored, dask=normal.dask is not None,
                  seconds=round(time.perf_counter() - t0, 2))
         try:
@@ -607,9 +613,46 @@ class _FalkonBase(BaseEstimator):
         finally:
             normal.close()
         del pre
-        self.kernel_nbytes_ = 0 if normal.KnM is None else int(normal.KnM.nbytes)
         progress("CG", level=1, seconds=round(time.perf_counter() - t0, 2))
+        return coef, n_iter, normal
 
+    def _fit_targets(self, X, Y):
+        n = X.shape[0]
+        tol, max_iter, cache, verbose = self._check_params(n)
+        n_targets = 1 if Y.ndim == 1 else Y.shape[1]
+        alpha = _check_alpha(self.alpha, n_targets)
+        self.backend_ = resolve_backend(self.backend, X)
+        rng = check_random_state(self.random_state)
+        progress = Progress(self, verbose)
+        C, idx, w = self._select_centers(X, rng)
+        m = C.shape[0]
+        op = self._operator()
+        progress("centers", m, n, kind=self.centers if isinstance(self.centers, str) else "array")
+
+        # Preconditioner (Rudi et al. 2017, Alg. 1): T^T T = K_MM, A^T A = T W T^T / n + lam I,
+        # W the centers' weights (n / M each when uniform; 1 / pi_j for RLS draws, FALKON-BLESS)
+        lam = np.atleast_1d(alpha) / n
+        dtypes = [product_dtype(tol)]
+        if dtypes[0] == np.float32:
+            dtypes.append(np.dtype(np.float64))
+        for dtype in dtypes:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                coef, n_iter, normal = self._solve_with(op, X, C, idx, w, lam, Y, n, m, dtype,
+                                                        tol, max_iter, cache, progress)
+            if not normal.mixed:
+                break
+            # the float32 K_nM is a perturbed problem: where K_MM is near-singular (close
+            # centers, tiny lambda) the coefficients grow until its rounding, eps32 |b|
+            # per prediction, is no longer small; then solve again in float64
+            err = normal.rounding_error(coef)
+            progress("float32 K_nM rounding", level=1, relative_prediction_error=float(err.max()))
+            if not np.any(err > _MIXED_MAX_ERROR):
+                break
+            normal = coef = None  # free the float32 K_nM before the float64 one is built
+        for w_ in caught:  # the kept attempt's warnings only
+            warnings.warn_explicit(w_.message, w_.category, w_.filename, w_.lineno)
+        self.kernel_nbytes_ = 0 if normal.KnM is None else int(normal.KnM.nbytes)
         if not np.all(np.isfinite(coef)):
             raise ValueError("FALKON produced non-finite coefficients; check alpha and the kernel "
                              "parameters.")
