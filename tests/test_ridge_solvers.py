@@ -369,3 +369,47 @@ def test_auto_keeps_cholesky_for_low_rank_dot_product_kernels():
     X = rng.normal(size=(4500, 5))
     assert KernelRidge().fit(X, X.sum(1)).solver_ == "cholesky"  # default linear kernel
     assert KernelRidge(kernel="rbf", gamma=0.1).fit(X[:100], X[:100, 0]).solver_ == "cholesky"
+
+
+def _true_rel(K, alpha, C, Y):
+    return np.linalg.norm(Y - K @ C - alpha * C, axis=0) / np.linalg.norm(Y, axis=0)
+
+
+@pytest.mark.parametrize("case", ["offset", "chi2", "sparse", "tiny-alpha", "tiny-column"])
+def test_pcg_meets_tol_against_the_float64_kernel(case):
+    # each case once returned a residual far above tol without a warning, or diverged:
+    # X rounded to float32 before the kernel (offsets, chi2, sparse X), float32 CG past
+    # its noise floor (tiny alpha), one scale for all targets (tiny column)
+    import scipy.sparse as sp
+    from sklearn.metrics.pairwise import chi2_kernel, rbf_kernel
+
+    rng = np.random.RandomState(0)
+    tol, alpha, kw = 1e-4, 1e-3, {"kernel": "rbf", "gamma": 0.5}
+    if case == "offset":
+        Z = rng.randn(800, 2)
+        X, Y, K = Z + 1e5, np.sin(Z[:, 0]), RBF(0.5)(Z)
+    elif case == "chi2":
+        X = np.abs(rng.randn(800, 3))
+        Y, K, kw = np.sin(rng.randn(800)), chi2_kernel(X), {"kernel": "chi2"}
+    elif case == "sparse":
+        X = sp.random(600, 20, density=0.2, random_state=0, format="csr")
+        Y, K = rng.randn(600), rbf_kernel(X, gamma=0.5)
+    elif case == "tiny-alpha":
+        X = rng.rand(800, 3)
+        Y, K, alpha, kw = np.sin(6 * X[:, 0]), RBF(1.0)(X), 1e-6, {"kernel": "rbf", "gamma": 1.0}
+    else:
+        X = rng.randn(600, 2)
+        y = np.sin(X[:, 0])
+        Y, K = np.column_stack([y, y[::-1] * 1e-50]), RBF(0.5)(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        m = KernelRidge(alpha=alpha, solver="pcg", tol=tol, random_state=0, **kw).fit(X, Y)
+    assert np.all(_true_rel(K, alpha, m.dual_coef_, Y) <= tol)
+
+
+@pytest.mark.parametrize("s", [1e-200, 1e200])
+def test_falkon_is_scale_free_in_y(s):
+    X, y = _data(800)
+    ref = FalkonRegressor(gamma=GAMMA, n_centers=100, random_state=0).fit(X, y)
+    f = FalkonRegressor(gamma=GAMMA, n_centers=100, random_state=0).fit(X, y * s)
+    assert _rel(f.predict(X) / s, ref.predict(X)) < 1e-4  # both solves to tol 1e-5

@@ -122,15 +122,18 @@ class ArrayBackend:
         with a bounded device memory); the host engines leave that to the OS."""
 
     # ------------------------------------------------------------ public ops
-    def pairwise(self, spec, X, Y=None):
+    def pairwise(self, spec, X, Y=None, out_dtype=None):
         """Kernel matrix ``k(X, Y)`` (``k(X, X)`` when ``Y`` is None).
 
-        float32 when ``X`` (and ``Y``) are float32, else float64. Memory beyond the
-        output: float64 scratch blocks of at most ``working_memory`` MiB in all (none
-        for float64 output, which is computed in place).
+        ``out_dtype`` None: float32 when ``X`` (and ``Y``) are float32, else float64.
+        The arithmetic is float64 either way: float64 inputs with ``out_dtype=float32``
+        give float64 kernel values rounded once to float32 (half the memory, nothing
+        lost to rounding the inputs first). Memory beyond the output: float64 scratch
+        blocks of at most ``working_memory`` MiB in all (none for float64 output, which
+        is computed in place).
         """
         xp = self.xp
-        out_dtype = self._out_dtype(X, Y)
+        out_dtype = self._out_dtype(X, Y) if out_dtype is None else out_dtype
         ctx = self._prepare(spec, X, Y)
         n, m = ctx["X"].shape[0], ctx["Y"].shape[0]
         self._check_room(n * m * (xp.finfo(out_dtype).bits // 8),

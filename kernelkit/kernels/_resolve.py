@@ -78,11 +78,15 @@ class KernelOperator:
     def block(self, X, Y=None, dtype=None):
         """``k(X, Y)`` as an engine array (``Y`` None: ``k(X, X)``, exactly symmetric).
 
-        ``dtype`` None keeps the engine's choice (float32 for float32 inputs).
+        ``dtype`` None keeps the engine's choice (float32 for float32 inputs); a
+        kernelkit kernel with ``dtype`` float32 is computed in float64 from the inputs as
+        given and rounded once (no float64 ``n x m`` temporary).
         """
         if self.spec is not None:
             eng = self.engine
-            K = eng.pairwise(self.spec, eng.asarray(X), None if Y is None else eng.asarray(Y))
+            K = eng.pairwise(self.spec, eng.asarray(X), None if Y is None else eng.asarray(Y),
+                             out_dtype=None if dtype is None else getattr(eng.xp, np.dtype(
+                                 dtype).name))
         else:
             X = _host(X)
             K = self.kernel(X, X if Y is None else _host(Y), same=Y is None)

@@ -39,7 +39,7 @@ from ._falkon_ops import (
     _refined_solve,
 )
 from ._kernel_ridge import _check_alpha, _ClassifierMixin
-from ._pcg import DEFAULT_MAX_ITER, conjugate_gradient, product_dtype
+from ._pcg import DEFAULT_MAX_ITER, conjugate_gradient, product_dtype, target_scale
 
 CENTERS = ("uniform", "rls", "thinning")
 _F32_PRECOND_MIN = 8192  # from this many centers a mixed solve holds T and A in float32
@@ -138,7 +138,8 @@ class _FalkonBase(BaseEstimator):
     def _solve(self, normal, pre, idx, lam, Y, n, m, tol, max_iter, progress):
         """CG on ``B^T H B g = B^T K_Mn y / n`` per group of targets sharing ``lambda``."""
         Y2 = Y.reshape(n, -1)
-        rhs_full = normal.kmn(Y2) / n  # K_Mn y / n
+        scale = target_scale(Y2)  # scale-free: y and c y give c times the coefficients
+        rhs_full = normal.kmn(Y2 / scale) / n  # K_Mn y / n
         coef = np.empty((m, Y2.shape[1]))
         n_iter = 0
         groups = [np.arange(Y2.shape[1])] if len(lam) == 1 else [[j] for j in range(len(lam))]
@@ -165,7 +166,7 @@ class _FalkonBase(BaseEstimator):
                 gamma, it, rel = conjugate_gradient(apply, pre.Bt(rhs), tol, max_iter,
                                                     progress=progress)
                 beta = pre.B(gamma)
-            coef[:, cols] = beta
+            coef[:, cols] = beta * scale[cols]
             n_iter = max(n_iter, it)
             if np.any(rel > tol):
                 warnings.warn(f"{type(self).__name__} stopped after {it} CG iterations "

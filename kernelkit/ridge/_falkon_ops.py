@@ -10,7 +10,7 @@ import numpy as np
 from scipy.linalg import blas, lapack
 
 from ..utils._threads import map_row_blocks
-from ._pcg import conjugate_gradient
+from ._pcg import conjugate_gradient, held_dtype, held_kernel
 
 _JITTER64 = 1e-12  # relative jitter floor per center of the float64 Cholesky of K_MM
 _MAX_REFINE = 8  # float32 rounds of a mixed-precision solve (each gains ~1/delta)
@@ -41,8 +41,10 @@ class _NystromNormalOperator:
         self.stored = client is None and n * m * self.dtype.itemsize <= cache_size * 2**20
         self.KnM = None
         if self.stored:
-            self.KnM = np.asarray(op.engine.to_host(
-                op.block(X.astype(self.dtype, copy=False), C.astype(self.dtype, copy=False))))
+            self.dtype = held_dtype(op, X, self.dtype, C)
+            self.stored = n * m * self.dtype.itemsize <= cache_size * 2**20
+        if self.stored:
+            self.KnM = held_kernel(op, X, C, self.dtype)
 
     def rows_per_block(self):
         from .._config import get_config
@@ -87,8 +89,7 @@ class _NystromNormalOperator:
         """``K_MM`` in float32, Fortran order, for the mixed-precision preconditioner."""
         if self.stored and idx is not None:
             return self.KnM[idx].T  # k(c_j, c_i) as held in K_nM: a fresh C-order gather
-        K = np.asarray(self.op.engine.to_host(self.op.block(self.C.astype(np.float32))))
-        return np.array(K, np.float32, order="F")
+        return np.array(held_kernel(self.op, self.C, None, np.float32), np.float32, order="F")
 
     def close(self):
         """Free the blocks held on the Dask workers."""
@@ -158,6 +159,8 @@ class _NystromNormalOperator:
         returned.
         """
         B = coef.reshape(coef.shape[0], -1)
+        top = np.abs(B).max(axis=0)
+        B = B / np.where(top > 0, top, 1.0)  # the ratio is scale-free; this keeps it finite
         sq = self._held_sum(lambda Kb, r0, r1: np.einsum("ij,ij->j", Kb, Kb,
                                                            dtype=np.float64), np.float64)
         fitted = np.linalg.norm(self.knm(B), axis=0)

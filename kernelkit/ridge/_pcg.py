@@ -42,6 +42,7 @@ _MAX_RANK = 4096
 # about 4 r / n of a float32 product over K; r <= n / 16 keeps them within a quarter
 _HELD_RANK_FRACTION = 1 / 16
 _PANEL_ROWS = 1024       # rows per thread of a held float32 product (own pool, 1 BLAS thread)
+_PATIENCE = 25           # CG steps without a 10% gain before float32 products count as stalled
 
 
 def product_dtype(tol, forced=None):
@@ -51,10 +52,45 @@ def product_dtype(tol, forced=None):
     return np.dtype(np.float32) if tol >= FLOAT32_MIN_TOL else np.dtype(np.float64)
 
 
-def _fits_float32(X):
-    """Whether casting ``X`` to float32 keeps every entry (no overflow, no underflow)."""
-    a = np.abs(X[X != 0])
-    return a.size == 0 or (a.max() < 1e37 and a.min() > 1e-37)
+def target_scale(Y2):
+    """Per column of ``Y2 (n, k)``: its root mean square, computed without overflow or
+    underflow (1 for a zero column). Solvers divide targets by it and multiply the
+    coefficients back, so that ``y`` and ``c y`` give ``c`` times the coefficients for
+    any ``c`` float64 holds, and a tiny column beside a large one keeps its digits."""
+    top = np.abs(Y2).max(axis=0)
+    top = np.where(top > 0, top, 1.0)
+    scale = np.sqrt(np.mean(np.square(Y2 / top), axis=0)) * top
+    return np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
+
+
+def held_dtype(op, X, dtype, C=None):
+    """``dtype``, or float64 where a psd kernel's values leave float32's normal range.
+
+    ``|k(x, y)| <= sqrt(k(x, x) k(y, y))`` for a psd kernel, so the diagonal bounds
+    every entry (of ``k(X, X)``, or of ``k(X, C)`` with ``C``): float32 holds them when
+    it lies within ``[1e-30, 1e30]`` (rounding, not overflow or underflow, is then all
+    float32 costs).
+    """
+    if np.dtype(dtype) != np.float32:
+        return np.dtype(dtype)
+    top = float(np.abs(op.diag(X)).max(initial=0.0))
+    if C is not None:
+        top = max(top, float(np.abs(op.diag(C)).max(initial=0.0)))
+    return np.dtype(np.float32) if 1e-30 <= top <= 1e30 else np.dtype(np.float64)
+
+
+def held_kernel(op, X, Y, dtype):
+    """``k(X, Y)`` as a host array of ``dtype``, from float64 arithmetic on ``X`` as given
+    (never rounded to ``dtype`` first: an offset of 1e5 in float32 loses every digit
+    of a distance); host callables row block by row block, within ``working_memory``."""
+    if op.spec is not None:
+        return np.asarray(op.engine.to_host(op.block(X, Y, dtype=dtype)))
+    n = X.shape[0]
+    out = np.empty((n, (X if Y is None else Y).shape[0]), dtype)
+    rows = max(1, int(get_config()["working_memory"] * 2**20 // (8 * out.shape[1])))
+    for r0 in range(0, n, rows):
+        out[r0:r0 + rows] = op.block_host(X[r0:r0 + rows], X if Y is None else Y)
+    return out
 
 
 class KernelProduct:
@@ -79,7 +115,7 @@ class KernelProduct:
     """
 
     def __init__(self, op, X, K=None, sw=None, dtype=np.float32, cache_size=4096.0):
-        self.op, self.X, self.sw = op, X, sw
+        self.op, self.X, self.sw, self.cache_size = op, X, sw, cache_size
         self.dtype = np.dtype(dtype)
         if K is not None:
             self.K, self.stored = K, True
@@ -88,14 +124,11 @@ class KernelProduct:
         n = X.shape[0]
         self.stored = n * n * self.dtype.itemsize <= cache_size * 2**20
         self.K = None
-        if self.stored and (self.dtype == np.float64 or _fits_float32(X)):
-            # the engine computes float32 blocks from float64 arithmetic (accurate entries)
-            self.K = np.asarray(op.engine.to_host(op.block(X.astype(self.dtype, copy=False))))
-        elif self.stored:  # X itself would over/underflow in float32: float64 row blocks
-            self.K = np.empty((n, n), self.dtype)
-            rows = max(1, int(get_config()["working_memory"] * 2**20 // (8 * n)))
-            for r0 in range(0, n, rows):
-                self.K[r0:r0 + rows] = op.block_host(X[r0:r0 + rows], X)
+        if self.stored:
+            self.dtype = held_dtype(op, X, self.dtype)
+            self.stored = n * n * self.dtype.itemsize <= cache_size * 2**20
+        if self.stored:
+            self.K = held_kernel(op, X, None, self.dtype)
 
     @property
     def n(self):
@@ -316,12 +349,15 @@ class NystromPreconditioner:
 
 
 def conjugate_gradient(apply_A, B, tol, max_iter, *, precond=None, progress=None,
-                       slack=None):
+                       slack=None, patience=None):
     """Preconditioned CG on the columns of ``B`` in lockstep (one product per step).
 
     Stops when every column's residual ``||b - A x|| <= tol ||b||`` (recursive
     residual, float64), or ``||b - A x|| / ||b|| + slack(x) <= tol`` with ``slack``
     (per column: an error of ``A`` itself that the recursive residual cannot see).
+    With ``patience``, also when the largest residual has not improved by 10% for that
+    many steps (CG on rounded products stalls, or diverges, near their noise floor),
+    returning the best iterate seen (``x = 0`` included) rather than the last.
 
     Returns
     -------
@@ -339,6 +375,7 @@ def conjugate_gradient(apply_A, B, tol, max_iter, *, precond=None, progress=None
     rz = np.einsum("ij,ij->j", R, Z)
     rel = np.linalg.norm(R, axis=0) / safe
     gap = np.zeros_like(rel)
+    best, best_X, best_rel, since = float(rel.max()), X.copy(), rel.copy(), 0
     it = 0
     while it < max_iter and np.any(rel + gap > tol):
         it += 1
@@ -360,6 +397,17 @@ def conjugate_gradient(apply_A, B, tol, max_iter, *, precond=None, progress=None
         rz = rz_new
         if progress is not None:
             progress("CG iteration", it, max_iter, level=2, max_rel_residual=float(rel.max()))
+        if patience is not None:
+            cur = float((rel + gap).max())
+            if cur < best:
+                since = 0 if cur < 0.9 * best else since + 1
+                best, best_X, best_rel = cur, X.copy(), rel.copy()
+            else:
+                since += 1
+            if since >= patience or not np.isfinite(cur):
+                break
+    if patience is not None and not float((rel + gap).max()) <= best:
+        X, rel = best_X, best_rel
     return X.reshape(B.shape), it, rel
 
 
@@ -414,46 +462,52 @@ def _pcg_ridge(product, Y, alpha, tol, max_iter, random_state, progress, owner):
         V = V.reshape(Y.shape)
         return (product(V) + a_cols * V).reshape(n, -1)
 
-    # scale-free: solve for Y / rms(Y) (float32 products would lose tiny or huge targets)
-    scale = float(np.sqrt(np.mean(np.square(Y / max(np.abs(Y).max(), 1e-300)))))
-    scale *= max(float(np.abs(Y).max()), 1e-300)
-    scale = scale if np.isfinite(scale) and scale > 0 else 1.0
-    Ys = Y / scale
+    # scale-free: each target column divided by its rms (float32 products would lose tiny
+    # or huge targets, and a tiny column beside a large one)
+    scale = target_scale(Y.reshape(n, -1))
+    Ys = (Y.reshape(n, -1) / scale).reshape(Y.shape)
     ynorm = np.linalg.norm(Ys.reshape(n, -1), axis=0)
     safe = np.where(ynorm > 0, ynorm, 1.0)
 
     def rounding(C):  # the float32 rounding of a held K, as a relative residual
         return product.storage_error(C) / safe
 
-    # a held float32 K: CG stops when its residual plus the rounding meets tol, as long
-    # as the rounding is small next to tol (else float64 refinement below does better)
+    # a held float32 K: CG stops when its residual plus the rounding meets tol (while the
+    # rounding is small next to tol), or when it stalls near the noise floor of float32
+    # products, eps32 cond(K + alpha I); float64 products then finish the solve
     slack = (lambda C: np.minimum(rounding(C), tol / 2)) if product.rounded else None
     C, n_iter, rel = conjugate_gradient(apply_A, Ys, tol, max_iter, precond=precond,
-                                        progress=progress, slack=slack)
+                                        progress=progress, slack=slack,
+                                        patience=_PATIENCE if product.rounded else None)
     est = rounding(C) if product.rounded else np.zeros_like(rel)
-    if product.rounded and n_iter < max_iter and np.any(rel + est > tol):
-        # the residual of float32 products is not the true one (K is rounded), and they
-        # stall near eps32 * cond(K + alpha I): where the rounding may matter, refine
-        # with float64 residuals (K recomputed blockwise) and float32 inner solves
-        exact = KernelProduct(product.op, product.X, sw=product.sw, dtype=np.float64,
-                              cache_size=0.0)
-        last, est = np.inf, np.zeros_like(rel)  # from here rel is the true residual
-        for _ in range(4):
-            R = Ys - (exact(C) + a_cols * C)
-            rel = np.linalg.norm(R.reshape(n, -1), axis=0) / safe
-            if not np.any(rel > tol) or rel.max() > 0.5 * last or n_iter >= max_iter:
-                break  # done, not helping, or out of iterations
-            last = rel.max()
-            dC, it, _ = conjugate_gradient(apply_A, R, tol * ynorm.max() /
-                                           max(float(np.linalg.norm(R)), 1e-300),
-                                           max_iter - n_iter, precond=precond,
-                                           progress=progress)
-            C, n_iter = C + dC, n_iter + it
-    C = C * scale
+    if product.rounded and n_iter < max_iter and not np.all(rel + est <= tol):
+        # float64 products on the true residual: K held in float64 when it fits the
+        # cache once the float32 copy is dropped, else recomputed blockwise per product
+        op, X, sw, cache = product.op, product.X, product.sw, product.cache_size
+        product.K, product.stored = None, False
+        exact = KernelProduct(op, X, sw=sw, dtype=np.float64, cache_size=cache)
+
+        def apply_exact(V):
+            V = V.reshape(Y.shape)
+            return (exact(V) + a_cols * V).reshape(n, -1)
+
+        R = Ys.reshape(n, -1) - apply_exact(C)
+        rnorm = np.linalg.norm(R, axis=0)
+        dC, it, _ = conjugate_gradient(apply_exact, R.reshape(Ys.shape),
+                                       float(np.min(tol * safe / np.maximum(rnorm, 1e-300))),
+                                       max_iter - n_iter, precond=precond, progress=progress)
+        C, n_iter = C + dC.reshape(C.shape), n_iter + it
+        rel = np.linalg.norm(Ys.reshape(n, -1) - apply_exact(C), axis=0) / safe
+        est = np.zeros_like(rel)  # rel is now the true residual
+        if progress is not None:
+            progress("float64 products", n_iter, max_iter, level=1,
+                     max_rel_residual=float(rel.max()))
+    C = (C.reshape(n, -1) * scale).reshape(C.shape)
+    bad = ~(rel + est <= tol)  # NaN counts as not converged
     if progress is not None:
         progress("PCG done", n_iter, max_iter, rank=F.shape[1],
                  max_rel_residual=float((rel + est).max()))
-    if np.any(rel + est > tol):
+    if np.any(bad):
         warnings.warn(f"{owner} solver='pcg' stopped after {n_iter} iterations (max_iter="
                       f"{max_iter}) with relative residual {(rel + est).max():.3g} > tol={tol:g}; "
                       "increase max_iter, tol or alpha, or use solver='cholesky'.",
