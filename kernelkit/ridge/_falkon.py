@@ -232,11 +232,15 @@ class _FalkonBase(BaseEstimator):
                 break
             # the float32 K_nM is a perturbed problem: where K_MM is near-singular (close
             # centers, tiny lambda) the coefficients grow until its rounding, eps32 |b|
-            # per prediction, is no longer small; then solve again in float64
+            # per prediction, is no longer small; and float32 rounds can fail outright
+            # (a flat kernel under a large target mean). Either way: solve again in float64
             err = normal.rounding_error(coef)
-            progress("float32 K_nM rounding", level=1, relative_prediction_error=float(err.max()))
-            if not np.any(err > _MIXED_MAX_ERROR):
+            failed = any(issubclass(c.category, ConvergenceWarning) for c in caught)
+            progress("float32 K_nM rounding", level=1, relative_prediction_error=float(err.max()),
+                     converged=not failed)
+            if not (failed or np.any(err > _MIXED_MAX_ERROR)):
                 break
+            progress("refitting with a float64 K_nM", level=1)
             normal = coef = None  # free the float32 K_nM before the float64 one is built
         for w_ in caught:  # the kept attempt's warnings only
             warnings.warn_explicit(w_.message, w_.category, w_.filename, w_.lineno)

@@ -155,8 +155,8 @@ class _NystromNormalOperator:
         ``coef``) from the float32 rounding of the held ``K_nM``.
 
         Rounding errors are independent, uniform within ``eps |K_ij| / 2`` each, so
-        ``||dK b|| ~ eps / sqrt(12) ||b|| max_j ||K_:j||`` at most; twice that is
-        returned.
+        ``||dK b|| ~ eps / sqrt(12) ||b|| max_j ||K_:j||`` at most (the largest column
+        norm already overestimates: measured 7x on digits).
         """
         B = coef.reshape(coef.shape[0], -1)
         top = np.abs(B).max(axis=0)
@@ -164,7 +164,7 @@ class _NystromNormalOperator:
         sq = self._held_sum(lambda Kb, r0, r1: np.einsum("ij,ij->j", Kb, Kb,
                                                            dtype=np.float64), np.float64)
         fitted = np.linalg.norm(self.knm(B), axis=0)
-        est = (float(np.finfo(self.KnM.dtype).eps) / np.sqrt(3.0) * np.sqrt(sq.max())
+        est = (float(np.finfo(self.KnM.dtype).eps) / np.sqrt(12.0) * np.sqrt(sq.max())
                * np.linalg.norm(B, axis=0))
         return est / np.maximum(fitted, np.finfo(np.float64).tiny)
 

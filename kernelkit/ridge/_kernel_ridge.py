@@ -214,8 +214,8 @@ _COMMON_DOC = """
         is at most ``tol`` (scikit-learn's ``Ridge`` default). From ``1e-6`` up, the
         kernel matrix is held and multiplied in float32 (CG vectors in float64), and the
         residual is certified against the exact ``K``: an estimate of the float32
-        rounding is added to it, and where that could exceed ``tol`` the solution is
-        refined with float64 residuals; below ``1e-6``, float64 throughout.
+        rounding is added to it, and where that could exceed ``tol`` (or float32 CG
+        stalls) float64 products finish the solve; below ``1e-6``, float64 throughout.
     max_iter : int >= 1 or None, default=None
         pcg: iteration limit (None: 500); reaching it raises a ``ConvergenceWarning``.
     cache_size : float >= 0, default=4096
