@@ -322,7 +322,9 @@ _DIRECT_MAX_D = 16
 _POOL = {}
 # A forked child inherits the pool object but not its threads: start a new one there.
 os.register_at_fork(after_in_child=_POOL.clear)
-_CACHE_BLOCK_BYTES = 8 * 2**20  # a block that stays in cache between its GEMM and its pass
+_CACHE_BLOCK_BYTES = 32 * 2**20  # rows per block: a longer GEMM, its pass still in L3
+# (measured, 2 cores: a 20,000^2 float32 rbf matrix of 784 features 6.5 s at 8 MiB, 4.2 s
+# at 32 MiB, 4.7 s at 128 MiB; 20,000 x 64 features 2.5 s -> 1.4 s)
 _NN_CHUNK_BYTES = 2**19  # rows of one NTK stage buffer (four of them per worker)
 
 
