@@ -181,9 +181,10 @@ class KernelProduct:
         if getattr(self, "_colnorm", None) is None:
             sq = np.zeros(self.n)
             w2 = None if self.sw is None else self.sw**2
-            for r0 in range(0, self.n, _PANEL_ROWS):
-                Kb = self.K[r0:r0 + _PANEL_ROWS].astype(np.float64)
-                sq += np.einsum("ij,ij->j", Kb, Kb) if w2 is None else w2[r0:r0 + len(Kb)] @ Kb**2
+            for r0 in range(0, self.n, _PANEL_ROWS):  # in K's own precision: an estimate
+                Kb = self.K[r0:r0 + _PANEL_ROWS]
+                sq += (np.einsum("ij,ij->j", Kb, Kb) if w2 is None else
+                       w2[r0:r0 + len(Kb)].astype(Kb.dtype) @ (Kb * Kb))
             if self.sw is not None:
                 sq *= w2
             self._colnorm = float(np.sqrt(sq.max(initial=0.0)))
