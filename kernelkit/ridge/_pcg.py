@@ -11,8 +11,8 @@ preconditioning for kernel ridge regression", 2023) recommend for kernel ridge: 
 reads ``r`` columns of ``K`` and its diagonal (``O(n r)`` kernel entries, ``O(n r^2)``
 flops) where a Gaussian sketch needs ``r`` full products with ``K``. With the rank
 near the effective dimension ``d_eff(alpha)`` the preconditioned system has a
-condition number ``O(1)`` whatever ``n`` (FTU's Theorem 5.1; Díaz et al.'s Theorem
-2.2), so the iteration count stays bounded as ``n`` grows. Targets are solved
+condition number ``O(1)`` whatever ``n`` (FTU's Theorem 5.1; Díaz et al.'s analysis
+for RPCholesky), so the iteration count stays bounded as ``n`` grows. Targets are solved
 together: one preconditioner, one kernel product per iteration for all columns, each
 column its own CG scalars.
 
