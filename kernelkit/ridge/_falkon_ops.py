@@ -10,7 +10,7 @@ import numpy as np
 from scipy.linalg import blas, lapack
 
 from ..utils._threads import map_row_blocks
-from ._pcg import conjugate_gradient, held_dtype, held_kernel
+from ._pcg import column_sq_norms, conjugate_gradient, held_dtype, held_kernel
 
 _JITTER64 = 1e-12  # relative jitter floor per center of the float64 Cholesky of K_MM
 _MAX_REFINE = 8  # float32 rounds of a mixed-precision solve (each gains ~1/delta)
@@ -161,8 +161,7 @@ class _NystromNormalOperator:
         B = coef.reshape(coef.shape[0], -1)
         top = np.abs(B).max(axis=0)
         B = B / np.where(top > 0, top, 1.0)  # the ratio is scale-free; this keeps it finite
-        sq = self._held_sum(lambda Kb, r0, r1: np.einsum("ij,ij->j", Kb, Kb,
-                                                           dtype=np.float64), np.float64)
+        sq = column_sq_norms(self.KnM)
         fitted = np.linalg.norm(self.knm(B), axis=0)
         est = (float(np.finfo(self.KnM.dtype).eps) / np.sqrt(12.0) * np.sqrt(sq.max())
                * np.linalg.norm(B, axis=0))

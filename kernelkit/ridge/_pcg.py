@@ -63,6 +63,25 @@ def target_scale(Y2):
     return np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
 
 
+def column_sq_norms(K, w2=None):
+    """``sum_i w2_i K_ij^2`` per column of a held matrix (``w2`` None: ones), float64.
+
+    Each row panel in ``K``'s own precision (the callers need an estimate), panels on
+    kernelkit's row-block pool, summed in float64. For the rounding estimates of a
+    held float32 kernel matrix (PCG's ``K``, FALKON's ``K_nM``).
+    """
+    parts = {}
+
+    def job(r0, r1):
+        Kb = K[r0:r1]
+        part = (np.einsum("ij,ij->j", Kb, Kb) if w2 is None else
+                w2[r0:r1].astype(Kb.dtype) @ (Kb * Kb))
+        parts[r0] = part.astype(np.float64)
+
+    map_row_blocks(job, K.shape[0], _PANEL_ROWS)
+    return sum(parts.values(), np.zeros(K.shape[1]))
+
+
 def held_dtype(op, X, dtype, C=None):
     """``dtype``, or float64 where a psd kernel's values leave float32's normal range.
 
@@ -116,6 +135,7 @@ class KernelProduct:
 
     def __init__(self, op, X, K=None, sw=None, dtype=np.float32, cache_size=4096.0):
         self.op, self.X, self.sw, self.cache_size = op, X, sw, cache_size
+        self._colnorm = None  # max column norm of the held K, for storage_error
         self.dtype = np.dtype(dtype)
         if K is not None:
             self.K, self.stored = K, True
@@ -178,13 +198,9 @@ class KernelProduct:
         keeps a margin of 3.5. (The worst case, ``eps ||K||_F ||c||``, is ``sqrt(n)``
         times larger and never seen.)
         """
-        if getattr(self, "_colnorm", None) is None:
-            sq = np.zeros(self.n)
+        if self._colnorm is None:
             w2 = None if self.sw is None else self.sw**2
-            for r0 in range(0, self.n, _PANEL_ROWS):  # in K's own precision: an estimate
-                Kb = self.K[r0:r0 + _PANEL_ROWS]
-                sq += (np.einsum("ij,ij->j", Kb, Kb) if w2 is None else
-                       w2[r0:r0 + len(Kb)].astype(Kb.dtype) @ (Kb * Kb))
+            sq = column_sq_norms(self.K, w2)
             if self.sw is not None:
                 sq *= w2
             self._colnorm = float(np.sqrt(sq.max(initial=0.0)))
