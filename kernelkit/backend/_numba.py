@@ -8,13 +8,12 @@ Functions compile lazily on first use and are cached on disk (``cache=True``).
 """
 
 import math
-import os
 import threading
 
 import numba as nb
 import numpy as np
 
-from ..utils._threads import single_blas_thread
+from ..utils._threads import map_row_blocks, n_workers, single_blas_thread
 from ._array import CANCELLATION, NEAR_PARALLEL
 from ._numpy import NumpyBackend
 
@@ -310,18 +309,8 @@ def stationary_rows(code, X, Yt, gamma, out):
                 row[j] = _stationary_value(code, row[j], gamma)
 
 
-def _n_workers():
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
-
-
 _DIRECT = {"rbf": 0, "matern": None, "laplacian": 4}  # pairwise_into's direct path
 _DIRECT_MAX_D = 16
-_POOL = {}
-# A forked child inherits the pool object but not its threads: start a new one there.
-os.register_at_fork(after_in_child=_POOL.clear)
 _CACHE_BLOCK_BYTES = 32 * 2**20  # rows per block: a longer GEMM, its pass still in L3
 # (measured, 2 cores: a 20,000^2 float32 rbf matrix of 784 features 6.5 s at 8 MiB, 4.2 s
 # at 32 MiB, 4.7 s at 128 MiB; 20,000 x 64 features 2.5 s -> 1.4 s)
@@ -422,27 +411,21 @@ class NumbaBackend(NumpyBackend):
         fused pass back to back while the block is still in cache; one BLAS thread
         per worker avoids OpenBLAS threads spinning against the workers.
         """
-        rows = max(1, min(self._budget_rows(ncols) // _n_workers(),
+        rows = max(1, min(self._budget_rows(ncols) // n_workers(),
                           _CACHE_BLOCK_BYTES // (8 * max(1, ncols))))
         starts = range(0, n, rows)
         if len(starts) == 1:  # small: one thread, no BLAS threads left spinning afterwards
             with single_blas_thread():
                 job(0, n, np.empty((n, ncols)) if scratch else None)
             return
-        if "pool" not in _POOL:
-            from concurrent.futures import ThreadPoolExecutor
-
-            _POOL["pool"] = ThreadPoolExecutor(_n_workers(), thread_name_prefix="kernelkit")
         local = threading.local()
 
-        def run(r0):
+        def run(r0, r1):
             buf = None
             if scratch:
                 buf = getattr(local, "buf", None)
                 if buf is None:
                     buf = local.buf = np.empty((rows, ncols))
-            job(r0, min(n, r0 + rows), buf)
+            job(r0, r1, buf)
 
-        with single_blas_thread():
-            for f in [_POOL["pool"].submit(run, r0) for r0 in starts]:
-                f.result()
+        map_row_blocks(run, n, rows)  # kernelkit's one row-block pool, one BLAS thread each

@@ -75,19 +75,23 @@ def blas_threads_for(n):
 
 
 _POOL = {}
+_POOL_NAME = "kernelkit"
 # a forked child inherits the pool object but not its threads: start a new one there
 os.register_at_fork(after_in_child=_POOL.clear)
 
 
-def _workers():
+def n_workers():
+    """Cores this process may run on: the size of kernelkit's row-block pool."""
     try:
-        return max(1, min(_MAX_THREADS, len(os.sched_getaffinity(0))))
+        return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
-        return max(1, min(_MAX_THREADS, os.cpu_count() or 1))
+        return max(1, os.cpu_count() or 1)
 
 
 def map_row_blocks(job, n, rows):
-    """``job(r0, r1)`` over row blocks of ``0:n``, on a thread pool, BLAS on one thread each.
+    """``job(r0, r1)`` over row blocks of ``0:n``, on kernelkit's one thread pool (the
+    engines' fused kernel passes and the held-matrix products of PCG and FALKON), BLAS
+    on one thread each.
 
     For memory-bound products of a held matrix with a few columns: OpenBLAS's own
     threading packs the whole matrix per call, while independent row panels on one
@@ -95,14 +99,17 @@ def map_row_blocks(job, n, rows):
     times 10 columns). Runs inline when there is one block or one core.
     """
     starts = list(range(0, n, max(1, int(rows))))
-    if len(starts) <= 1 or _workers() == 1:
+    # inline: one block, one core, or called from a pool worker (waiting there on the
+    # pool's own futures could deadlock)
+    if (len(starts) <= 1 or n_workers() == 1
+            or threading.current_thread().name.startswith(_POOL_NAME)):
         for r0 in starts:
             job(r0, min(n, r0 + rows))
         return
     if "pool" not in _POOL:
         from concurrent.futures import ThreadPoolExecutor
 
-        _POOL["pool"] = ThreadPoolExecutor(_workers(), thread_name_prefix="kernelkit-rows")
+        _POOL["pool"] = ThreadPoolExecutor(n_workers(), thread_name_prefix=_POOL_NAME)
     with single_blas_thread():
         for f in [_POOL["pool"].submit(job, r0, min(n, r0 + rows)) for r0 in starts]:
             f.result()
