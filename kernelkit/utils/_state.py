@@ -1,0 +1,44 @@
+"""A rejected call leaves an estimator exactly as it was.
+
+scikit-learn validates parameters before data and never commits a half-done fit. kernelkit
+estimators compute into locals and assign fitted attributes last; this decorator is the
+one shared guarantee behind that rule: whatever raises inside ``fit`` / ``partial_fit`` /
+``learn_one`` (a bad parameter, bad data, a failure midway), the instance's ``__dict__``
+is restored to the snapshot taken on entry.
+"""
+
+import copy
+import functools
+
+
+def atomic(method=None, *, deep=False):
+    """Decorate a method that mutates ``self`` so that an exception rolls ``self`` back.
+
+    Parameters
+    ----------
+    method : callable
+        The method (``fit``, ``partial_fit``, ...).
+    deep : bool, default=False
+        ``False`` restores the attribute dictionary (enough when the method rebinds
+        attributes rather than mutating them in place: every ``fit``). ``True`` also
+        deep-copies the fitted and private attribute values on entry, for methods that update fitted
+        arrays in place (online ``partial_fit``); its cost is one copy of the state.
+    """
+    if method is None:
+        return functools.partial(atomic, deep=deep)
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        saved = vars(self).copy()
+        if deep:  # fitted and private state only: parameters keep their identity
+            saved = {k: (copy.deepcopy(v) if k.startswith("_") or k.endswith("_") else v)
+                     for k, v in saved.items()}
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException:
+            state = vars(self)
+            state.clear()
+            state.update(saved)
+            raise
+
+    return wrapper
