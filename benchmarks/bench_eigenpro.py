@@ -13,11 +13,11 @@ same data, same kernel and bandwidth):
     (2,000 components) + ``Ridge`` / ``RidgeClassifier`` tuned the same way; kernelkit:
     EigenPro 2 (``n_centers=None``, automatic parameters, ``alpha=0``, a fixed number
     of epochs). Test error (classification error / RMSE) and fit wall time.
-    Target: EigenPro within 1% (relative) of KernelRidge's test error at >= 5x less time.
+    Goal: EigenPro within 1% (relative) of KernelRidge's test error at >= 5x less time.
 (b) Full Fashion-MNIST training set (60,000): KernelRidge's float64 kernel matrix alone
     would take 28.8 GB, more than this machine has. EigenPro 2 and EigenPro 3
     (``n_centers=10_000``), each in a fresh subprocess whose peak resident memory is
-    measured (VmHWM, reset after the data are loaded). Targets: test accuracy >= 0.88
+    measured (VmHWM, reset after the data are loaded). Goals: test accuracy >= 0.88
     (EP2) and >= 0.87 (EP3), peak memory < 6 GB.
 (c) Synthetic regression, n = 10^6, d = 20 (float32; y = sin(z1) + z2 |z1| / 2 + noise
     with z = projections of x on two random unit directions): EigenPro 3 with 2,000
@@ -512,7 +512,7 @@ def render_markdown(res):
             f"{ep['epochs']} epochs, batch {ep['batch_size']}, q={ep['n_components']}, "
             f"eta={ep['eta']:.4g} |"]
     lines += ["", "| data | EigenPro error / KernelRidge error | KernelRidge time / EigenPro "
-              "time | target | met? |", "|---|---:|---:|---|---|"]
+              "time | goal | met? |", "|---|---:|---:|---|---|"]
     for a in res["part_a"]:
         lines.append(f"| {a['dataset']} | {a['error_ratio']:.3f} | {a['speedup_vs_krr']:.2f}x | "
                      f"<= {TARGET_ERR:g} and >= {TARGET_SPEEDUP:g}x | {fmt_met(a['met'])} |")

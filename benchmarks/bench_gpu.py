@@ -22,7 +22,7 @@ One prepared run (under 5 minutes on an H200) that writes the ``GPU`` section of
     Compress++ (g = 4) at n = 4^10, d = 2. CPU figures for these come from the CPU
     runs' JSON files (the 2-core machine's ``bench_eigenpro.py`` / ``bench_thinning.py``).
 
-Targets (issue 14): Gaussian products >= 50% of the float32 GEMM throughput and
+Goals: Gaussian products >= 50% of the float32 GEMM throughput and
 >= 2x the PyTorch peer; NTK depth 3 at n = 10^5 without running out of memory;
 EigenPro 2 and FALKON in <= 10 s at the CPU runs' accuracy.
 
@@ -460,7 +460,7 @@ def render_markdown(res):
               f"median of {res['plan']['repeats']} calls (2 at n >= 50,000) after a warm-up; "
               f"effective TFLOP/s = 2 n^2 d / time; CPU = numba engine on 2 pinned cores of the "
               f"host at n = {cpu.get('n', '—')} (~: scaled by (n / {cpu.get('n', '—')})^2). "
-              "Targets: Gaussian product >= 50% of float32 GEMM and >= 2x PyTorch; NTK at the "
+              "Goals: Gaussian product >= 50% of float32 GEMM and >= 2x PyTorch; NTK at the "
               "largest n without running out of memory.", "",
               "| kernel | op | n | dtype | kernelkit (s) | eff. TFLOP/s | of f32 GEMM | "
               "pool (GiB) | PyTorch (s) | PyTorch / kernelkit | CPU 2-core (s) | GPU speed-up | "
@@ -478,7 +478,7 @@ def render_markdown(res):
     if res.get("solvers"):
         lines += ["", "Solvers (each in a subprocess; time = `fit`, data moved from the host "
                   "included; CPU columns from the CPU runs' JSON files on the 2-core machine). "
-                  "Target: EigenPro 2 and FALKON <= 10 s at the CPU run's accuracy.", "",
+                  "Goal: EigenPro 2 and FALKON <= 10 s at the CPU run's accuracy.", "",
                   "| task | n | GPU fit (s) | score | CPU fit (s) | CPU score | GPU speed-up "
                   "| met? |",
                   "|---|---:|---:|---:|---:|---:|---:|---|"]

@@ -16,7 +16,7 @@ Also recorded: float32 accuracy against a float64 reference, the machine's
 GEMM GFLOP/s, and the peak extra memory of an n = 20,000 Gaussian kernel matrix
 (numba engine) measured in a fresh subprocess per dtype.
 
-Targets (from the issue): numba Gaussian >= 2x faster than ``rbf_kernel``
+Goals: numba Gaussian >= 2x faster than ``rbf_kernel``
 (float64 and float32, float32 keeping 1e-6 relative accuracy); numba NTK depth 3
 >= 4x faster than the layer-by-layer NumPy NTK; the n = 20,000 kernel matrix
 built with peak memory under 1.3x the size of its output.
@@ -332,7 +332,7 @@ def render_markdown(res):
              f"call (numpy-engine NTK: median of {SLOW_REPEATS} calls, no warm-up); "
              "ratio = peer / kernelkit.",
              "",
-             "| case | kernelkit median (s) | peer median (s) | ratio | target | met? |",
+             "| case | kernelkit median (s) | peer median (s) | ratio | goal | met? |",
              "|---|---:|---:|---:|---|---|"]
     for case, kk, peer, ratio, target, met in res["rows"]:
         lines.append(f"| {case} | {kk:.4f} | {peer:.4f} | {ratio:.2f}x | {target} | "
@@ -344,7 +344,7 @@ def render_markdown(res):
                   "reset via /proc/self/clear_refs, over the output's size; cross-check: "
                   "ru_maxrss after minus VmRSS before):", "",
                   "| case | output (GiB) | peak extra (GiB) | ratio | ru_maxrss check | "
-                  "time (s) | target | met? |",
+                  "time (s) | goal | met? |",
                   "|---|---:|---:|---:|---:|---:|---|---|"]
         for m in mem.values():
             lines.append(f"| {m['dtype']} | {m['output_bytes'] / 2**30:.3f} | "

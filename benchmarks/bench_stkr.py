@@ -350,7 +350,7 @@ def summarize(res):
         lines.append("")
     lines += ["Notes on the recorded run (reduced to fit the deadline on the loaded machine):",
               "digits with 5 label draws, not 10 (an interrupted 10-draw run of the same code "
-              "and grid gave a 1% median of 87.3, below the target of 88); Fashion-MNIST "
+              "and grid gave a 1% median of 87.3, below the goal of 88); Fashion-MNIST "
               "with 1 draw, the kNN variant untuned; kNN sizes up to 4 x 10^4 and dense up "
               "to 2 x 10^4 instead of 10^5; the first dense step (n = 5000) includes Numba's "
               "compilation. The kNN fit time at n = 10^4 is dominated by the brute-force "

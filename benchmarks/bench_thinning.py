@@ -21,11 +21,11 @@ subsample of the same size. Timing: wall time of each call (kernelkit's first,
 compiling call on a small input is excluded), the two libraries alternating call by
 call on the same inputs; medians and ratios ``goodpoints / kernelkit``.
 
-Targets (from the issue): MMD equal to goodpoints' or better within noise
+Goals: MMD equal to goodpoints' or better within noise
 (``mean_kk <= mean_gp + 2 se``); KT >= 5x faster than ``kt.thin`` at n = 4^7 (d = 2
 and 10); Compress++ >= 2x faster than ``compresspp_kt`` at n = 4^9; Compress++ at
 n = 4^10 in under 2 minutes (goodpoints' ``compresspp_kt`` takes about 390 s there,
-quoted from the issue; ``--gp-4-10`` runs it).
+quoted from an earlier measurement; ``--gp-4-10`` runs it).
 
 Also a real data set: Fashion-MNIST (Debian package ``dataset-fashion-mnist``; the
 scikit-learn digits when absent), 784 pixels scaled to [0, 1] and reduced to 50
@@ -315,10 +315,10 @@ def render_markdown(res):
              "(exact, n <= 4^7) or, for larger n, to P = N(0, I) in closed form; i.i.d. = "
              "a uniform subsample of the same size. 'Within noise': kernelkit's mean MMD "
              "<= goodpoints' + 2 standard errors. Goodpoints' KT at 4^8 (about 4x its 4^7 "
-             "time) and Compress++ at 4^10 (about 390 s per the issue) are not run by default "
+             "time) and Compress++ at 4^10 (about 390 s in an earlier measurement) are not run by default "
              "(`--gp-large`, `--gp-4-10`).", "",
              "| method | n | d | seeds kk/gp | kernelkit (s) | goodpoints (s) | ratio | "
-             "MMD kernelkit | MMD goodpoints | MMD i.i.d. | MMD within noise | target | met? |",
+             "MMD kernelkit | MMD goodpoints | MMD i.i.d. | MMD within noise | goal | met? |",
              "|---|---|---:|---|---:|---:|---:|---|---|---|---|---|---|"]
     for r in res["synthetic"]:
         key = r["quality_metric"]
