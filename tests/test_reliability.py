@@ -367,6 +367,301 @@ def test_sparse_input():
                                   kk.KernelRidgeClassifier(kernel="linear").fit(X, y2).predict(X))
 
 
+# ------------------------------------------------- 11. state after a rejected call
+_N0, _N1, _D = 32, 48, 3
+_RNG = np.random.default_rng(7)
+_X0, _X1 = _RNG.standard_normal((_N0, _D)), _RNG.standard_normal((_N1, _D + 1))
+_Y0 = np.sin(_X0[:, 0]) + 0.1 * _RNG.standard_normal(_N0)
+
+
+def _flaky_rbf(A, B):
+    """An rbf kernel matrix (gamma 0.5) that raises from call ``_FAULT["at"]`` on."""
+    _FAULT["calls"] += 1
+    if _FAULT["at"] is not None and _FAULT["calls"] >= _FAULT["at"]:
+        raise RuntimeError("injected kernel failure")
+    return _rbf(np.atleast_2d(A), np.atleast_2d(B), 0.5)
+
+
+_FAULT = {"calls": 0, "at": None}
+
+
+def _spec(make, kind, bad, weights=False, partial=False, kernel=True):
+    return dict(make=make, kind=kind, bad=bad, weights=weights, partial=partial, kernel=kernel)
+
+
+_OL = kk.online
+STATE_SPECS = {  # kind: what y looks like and how the model is read back
+    "KernelRidge": _spec(lambda **k: kk.KernelRidge(gamma=0.5, **k), "reg", ("alpha", -1.0),
+                         weights=True),
+    "KernelRidgeClassifier": _spec(lambda **k: kk.KernelRidgeClassifier(gamma=0.5, **k), "clf",
+                                   ("alpha", -1.0), weights=True),
+    "NTKRidge": _spec(lambda **k: kk.NTKRidge(**k), "reg", ("alpha", -1.0), weights=True,
+                      kernel=False),
+    "NTKRidgeClassifier": _spec(lambda **k: kk.NTKRidgeClassifier(**k), "clf", ("alpha", -1.0),
+                                weights=True, kernel=False),
+    "InfiniteWidthRegressor": _spec(lambda **k: kk.InfiniteWidthRegressor(**k), "gp",
+                                    ("depth", 0), kernel=False),
+    "InfiniteWidthClassifier": _spec(lambda **k: kk.InfiniteWidthClassifier(**k), "clf",
+                                     ("depth", 0), kernel=False),
+    "FalkonRegressor": _spec(lambda **k: kk.FalkonRegressor(n_centers=10, gamma=0.5,
+                                                            random_state=0, **k),
+                             "reg", ("alpha", -1.0)),
+    "FalkonClassifier": _spec(lambda **k: kk.FalkonClassifier(n_centers=10, gamma=0.5,
+                                                              random_state=0, **k),
+                              "clf", ("alpha", -1.0)),
+    "EigenProRegressor": _spec(lambda **k: kk.EigenProRegressor(gamma=0.5, max_iter=3,
+                                                                random_state=0, **k),
+                               "reg", ("gamma", -1.0)),
+    "EigenProClassifier": _spec(lambda **k: kk.EigenProClassifier(gamma=0.5, max_iter=3,
+                                                                  random_state=0, **k),
+                                "clf", ("gamma", -1.0)),
+    "SQUEAK": _spec(lambda **k: SQUEAK(gamma=0.5, random_state=0, **k), "unsup",
+                    ("gamma_reg", -1.0)),
+    "INKEstimate": _spec(lambda **k: INKEstimate(gamma=0.5, random_state=0, **k), "unsup",
+                         ("gamma_reg", -1.0), partial=True),
+    "RLSNystroem": _spec(lambda **k: RLSNystroem(n_components=8, gamma=0.5, random_state=0, **k),
+                         "unsup", ("n_components", 0)),
+    "KernelThinning": _spec(lambda **k: KernelThinning(m=1, gamma=0.5, random_state=0, **k),
+                            "unsup", ("m", -1), weights=True),
+    "KONSRegressor": _spec(lambda **k: kk.KONSRegressor(gamma=0.5, random_state=0, **k), "reg",
+                           ("gamma_reg", -1.0), partial=True),
+    "KONSClassifier": _spec(lambda **k: kk.KONSClassifier(gamma=0.5, random_state=0, **k), "clf",
+                            ("gamma_reg", -1.0), partial=True),
+    "STKRRegressor": _spec(lambda **k: kk.STKRRegressor(kernel="rbf", gamma=0.5, **k), "semi",
+                           ("gamma", -1.0)),
+    "STKRClassifier": _spec(lambda **k: kk.STKRClassifier(kernel="rbf", gamma=0.5, **k), "semiclf",
+                            ("gamma", -1.0)),
+    "RiverKONS": _spec(lambda **k: _OL.RiverKONS(kk.KONSRegressor(gamma=0.5, random_state=0,
+                                                                  **k)), "river", None),
+}
+
+
+def _public_estimators():
+    mods = (kk, kk.leverage, kk.thinning, kk.online, kk.stkr, kk.ridge, kk.eigenpro)
+    return {n for m in mods for n in m.__all__ if isinstance(getattr(m, n), type)
+            and any(hasattr(getattr(m, n), f) for f in ("fit", "learn_one"))}
+
+
+def test_state_specs_cover_every_public_estimator():
+    assert _public_estimators() == set(STATE_SPECS)
+
+
+def _targets(kind, n, bad=None, rng=None):
+    """y for ``kind`` with n rows; ``bad`` puts NaN / inf / 1e200 in it."""
+    rng = rng or np.random.default_rng(n)
+    y = rng.standard_normal(n)
+    if kind in ("clf", "semiclf"):
+        y = (y > 0).astype(float)
+        y[:2] = [0.0, 1.0]
+    if kind in ("semi", "semiclf"):
+        y[-n // 4:] = np.nan if kind == "semi" else -1  # unlabeled rows
+    if bad == "nan":
+        y[:] = np.nan  # no label at all (semi-supervised) or NaN targets
+    elif bad == "inf":
+        y[3] = np.inf
+    elif bad == "overflow":
+        y = y * 1e200
+    return y
+
+
+def _read(est, kind, X):
+    """What a user reads off the model on X (None: its fitted arrays only)."""
+    if kind == "river":
+        return np.array([est.predict_one(dict(enumerate(r))) for r in X])
+    if kind == "gp":
+        return np.column_stack(est.predict(X, return_std=True))
+    if hasattr(est, "decision_function"):
+        out = [est.decision_function(X)]
+        if hasattr(est, "predict_proba"):
+            out.append(est.predict_proba(X))
+        return np.column_stack(out)
+    if hasattr(est, "predict"):
+        return est.predict(X)
+    if hasattr(est, "transform"):
+        return est.transform(X)
+    return None
+
+
+def _same(a, b, depth=0):
+    """Exact equality of two attribute values (arrays element- and dtype-wise)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        if a.dtype == object:
+            return all(_same(x, y, depth + 1) for x, y in zip(a.ravel(), b.ravel()))
+        return np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
+    if sp.issparse(a):
+        return a.shape == b.shape and (a != b).nnz == 0
+    if hasattr(a, "columns") and hasattr(a, "to_numpy"):  # a pandas frame
+        return list(a.columns) == list(b.columns) and _same(a.to_numpy(), b.to_numpy())
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y, depth + 1) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k], depth + 1) for k in a)
+    if isinstance(a, np.random.Generator):
+        return _same(a.bit_generator.state, b.bit_generator.state)
+    if isinstance(a, np.random.RandomState):
+        return _same(a.get_state(), b.get_state())
+    if isinstance(a, (float, np.floating)):
+        return bool(a == b or (a != a and b != b))
+    if depth < 6 and (hasattr(a, "__dict__") or hasattr(a, "__slots__")):
+        slots = [n for n in getattr(a, "__slots__", ()) if hasattr(a, n)]
+        return _same([vars(a) if hasattr(a, "__dict__") else {}] + [getattr(a, n) for n in slots],
+                     [vars(b) if hasattr(b, "__dict__") else {}] + [getattr(b, n) for n in slots],
+                     depth + 1)
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+def _first_fit(name, flaky):
+    spec = STATE_SPECS[name]
+    est = spec["make"]()
+    if flaky and spec["kind"] == "river":
+        est.estimator.set_params(kernel=_flaky_rbf, gamma=None)
+    elif flaky:
+        est.set_params(kernel=_flaky_rbf, gamma=None)
+    y0 = _targets(spec["kind"], _N0, rng=np.random.default_rng(0))
+    if spec["kind"] == "river":
+        for r, t in zip(_X0, y0):
+            est.learn_one(dict(enumerate(r)), t)
+    elif spec["partial"]:
+        extra = {"classes": [0.0, 1.0]} if spec["kind"] == "clf" else {}
+        est.partial_fit(_X0[:16], *([] if spec["kind"] == "unsup" else [y0[:16]]), **extra)
+        est.partial_fit(_X0[16:], *([] if spec["kind"] == "unsup" else [y0[16:]]))
+    else:
+        est.fit(_X0, *([] if spec["kind"] == "unsup" else [y0]))
+    return est
+
+
+def _rejected_calls(name):
+    """{case: (method, args, kwargs)}: every way a call to ``name`` can be rejected."""
+    spec = STATE_SPECS[name]
+    kind = spec["kind"]
+    Xnan = _X1.copy()
+    Xnan[5, 1] = np.nan
+    y1 = _targets(kind, _N1)
+
+    def fit(X, y=y1, **kw):
+        return ("fit", (X,) if kind == "unsup" else (X, y), kw)
+
+    if kind == "river":
+        d = dict(enumerate(_X1[0, :_D]))
+        calls = {"x-nan": (d | {1: np.nan}, 0.5), "x-missing": ({0: 1.0}, 0.5),
+                 "y-nan": (d, np.nan), "y-inf": (d, np.inf), "kernel-engine": (d, 0.5),
+                 "kernel-callable": (d, 0.5)}
+        return {c: ("learn_one", a, {}) for c, a in calls.items()}
+    cases = {"X-nan": fit(Xnan), "kernel-engine": fit(_X1), "param": fit(_X1)}
+    if spec["kernel"]:
+        cases["kernel-callable"] = fit(_X1[:, :_D])
+    try:
+        import pandas as pd
+
+        # feature names of a different frame must not survive the rejected fit
+        cases["X-nan-frame"] = fit(pd.DataFrame(Xnan, columns=[f"c{j}" for j in range(_D + 1)]))
+    except ImportError:
+        pass
+    if kind != "unsup":
+        for b in ("nan", "inf") + (("overflow",) if kind in ("reg", "gp", "semi") else ()):
+            cases[f"y-{b}"] = fit(_X1, _targets(kind, _N1, bad=b))
+    if spec["weights"]:
+        w = np.ones(_N1)
+        w[3] = -1.0
+        cases["sw-negative"] = fit(_X1, sample_weight=w)
+        cases["sw-length"] = fit(_X1, sample_weight=np.ones(_N1 - 1))
+    if spec["partial"]:
+        yb = _targets(kind, 12, rng=np.random.default_rng(3))
+
+        def chunk(X, y=yb):
+            return ("partial_fit", (X,) if kind == "unsup" else (X, y), {})
+
+        good = _X1[:12, :_D]
+        cases |= {"chunk-X-nan": chunk(Xnan[:12, :_D]), "chunk-X-features": chunk(_X1[:12]),
+                  "chunk-param": chunk(good), "chunk-kernel-engine": chunk(good),
+                  "chunk-kernel-callable": chunk(good)}
+        if kind != "unsup":
+            cases["chunk-y-nan"] = chunk(good, np.full(12, np.nan))
+            cases["chunk-y-inf"] = chunk(good, np.r_[yb[:11], np.inf])
+        if kind == "clf":
+            cases["chunk-y-unseen-label"] = chunk(good, np.r_[yb[:11], 7.0])
+    return cases
+
+
+_STATE_CASES = [(n, c) for n in sorted(STATE_SPECS) for c in _rejected_calls(n)]
+
+
+def _count_kernel_calls(monkeypatch):
+    """Route every kernel block / product / diagonal an engine computes through the fault
+    counter (the NTK-family estimators take no callable kernel)."""
+    from kernelkit.backend import get_backend
+
+    for cls in {type(get_backend(b)) for b in BACKENDS}:
+        for meth in ("pairwise", "pairwise_into", "matmul", "diag"):
+            def wrapped(self, *a, _orig=getattr(cls, meth), **k):
+                _FAULT["calls"] += 1
+                if _FAULT["at"] is not None and _FAULT["calls"] >= _FAULT["at"]:
+                    raise RuntimeError("injected kernel failure")
+                return _orig(self, *a, **k)
+
+            monkeypatch.setattr(cls, meth, wrapped)
+
+
+@pytest.mark.parametrize(("name", "case"), _STATE_CASES)
+def test_rejected_call_leaves_the_model_as_it_was(name, case, monkeypatch):
+    """A call that raises (bad parameter, bad X / y / sample_weight, a kernel failing
+    midway, a bad chunk after good ones) leaves ``vars(est)`` exactly as before: same
+    keys, every value equal (arrays with np.array_equal), same outputs on the first data;
+    the arrays passed in are untouched."""
+    import copy
+
+    spec = STATE_SPECS[name]
+    meth, args, kwargs = _rejected_calls(name)[case]
+    given = copy.deepcopy((args, kwargs))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the models' own warnings are not the point here
+        _FAULT.update(calls=0, at=None)
+        est = _first_fit(name, flaky=case.endswith("kernel-callable"))
+        before, out = copy.deepcopy(vars(est)), _read(est, spec["kind"], _X0)
+        params = est.get_params(deep=False) if hasattr(est, "get_params") else None
+        if case.endswith("param"):
+            est.set_params(**{spec["bad"][0]: spec["bad"][1]})
+        if case.endswith("kernel-engine"):
+            _count_kernel_calls(monkeypatch)
+        if "kernel" in case:  # fail midway: from half the calls a good run makes
+            _FAULT.update(calls=0)
+            getattr(copy.deepcopy(est), meth)(*args, **kwargs)
+            _FAULT.update(at=max(1, _FAULT["calls"] // 2 + 1), calls=0)
+        try:
+            getattr(est, meth)(*args, **kwargs)
+            raised = None
+        except Exception as exc:  # noqa: BLE001 - the type is asserted below
+            raised = exc
+        _FAULT.update(at=None)
+        assert _same((args, kwargs), given), "the call modified its arguments"
+        if case == "y-overflow" and raised is None:  # accepted: must then be finite
+            assert np.all(np.isfinite(_read(est, spec["kind"], _X1))), name
+            return
+        assert raised is not None, f"{name}.{meth} accepted {case}"
+        if "kernel" in case:
+            assert isinstance(raised, RuntimeError) and "injected" in str(raised), repr(raised)
+        else:
+            assert isinstance(raised, (ValueError, TypeError)), repr(raised)
+            if case.endswith("param"):
+                assert spec["bad"][0] in str(raised), raised
+        if params is not None:
+            est.set_params(**params)
+        assert set(vars(est)) == set(before)
+        diff = [k for k in before if not _same(vars(est)[k], before[k])]
+        assert not diff, f"{name} changed {diff} on a rejected {case}"
+        if out is not None:
+            np.testing.assert_array_equal(_read(est, spec["kind"], _X0), out)
+
+
 # ------------------------------------------------------------------ fuzz
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
