@@ -442,7 +442,7 @@ def render_d(rows, loadavg=None):
             gap = by[a]["score"] - by[b]["score"]
             met = ""
             if a.startswith("fm_"):
-                met = (" — target >= 5x within 0.3 points: "
+                met = (" — goal >= 5x within 0.3 points: "
                        + fmt_met(ta / tb >= TARGET_EP4_SPEEDUP and gap <= TARGET_EP4_ACC_GAP))
             lines.append(f"\n{b} vs {a}: EP4 {ta / tb:.1f}x faster per epoch (median), "
                          f"score {by[b]['score']:.4f} vs {by[a]['score']:.4f}{met}.")
@@ -451,7 +451,7 @@ def render_d(rows, loadavg=None):
         met = (r["score"] >= TARGET_20K_ACC and r["fit_s"] <= TARGET_20K_S
                and r["peak_rss_bytes"] < TARGET_MEM_GB * 1e9)
         lines.append(f"\nfm_ep4_20k: accuracy {r['score']:.4f} in {r['fit_s']:.0f} s, "
-                     f"{r['peak_rss_bytes'] / 1e9:.2f} GB — target >= {TARGET_20K_ACC}, "
+                     f"{r['peak_rss_bytes'] / 1e9:.2f} GB — goal >= {TARGET_20K_ACC}, "
                      f"<= {TARGET_20K_S:g} s, < {TARGET_MEM_GB:g} GB: {fmt_met(met)}.")
     krr = [r for r in rows if r["row"].startswith("krr_")]
     if krr:
