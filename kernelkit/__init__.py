@@ -11,6 +11,8 @@ from .ridge import (
     InfiniteWidthRegressor,
     KernelRidge,
     KernelRidgeClassifier,
+    KernelRidgeClassifierCV,
+    KernelRidgeCV,
     NTKRidge,
     NTKRidgeClassifier,
 )
@@ -22,6 +24,7 @@ __version__ = "0.1.0.dev0"
 __all__ = [
     "set_config", "get_config", "config_context",
     "KernelRidge", "KernelRidgeClassifier", "NTKRidge", "NTKRidgeClassifier",
+    "KernelRidgeCV", "KernelRidgeClassifierCV",
     "InfiniteWidthRegressor", "InfiniteWidthClassifier", "FalkonRegressor", "FalkonClassifier",
     "EigenProRegressor", "EigenProClassifier",
     "ridge_leverage_scores", "effective_dimension", "SQUEAK", "INKEstimate", "RLSNystroem",

@@ -1,0 +1,538 @@
+"""Kernel ridge with built-in model selection: exact leave-one-out, GCV or K-fold over
+``alphas`` and the kernel's own parameters, one eigendecomposition per kernel (and fold)."""
+
+from numbers import Integral
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import (BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin,
+                          is_classifier)
+from sklearn.metrics import check_scoring
+from sklearn.model_selection import check_cv
+from sklearn.preprocessing import LabelBinarizer
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from ..backend import resolve_backend
+from ..utils._state import atomic
+from ..utils._validation import check_bool, check_kernel_matrix
+from ._cv_grid import KernelGrid, check_param_grid, ridge_params
+from ._kernel_ridge import _SPARSE, KernelRidge, KernelRidgeClassifier
+from ._loo import EigenRidge, loo_predictions, weighted
+
+# One decade apart from near-interpolation to strong smoothing; see the ``alphas`` docstring.
+DEFAULT_ALPHAS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
+
+
+def _check_alphas(alphas):
+    a = np.asarray(alphas) if not np.isscalar(alphas) else np.asarray([alphas])
+    if a.dtype.kind not in "iuf" or a.ndim != 1 or a.size == 0:
+        raise ValueError(f"alphas must be a non-empty 1-D sequence of numbers > 0, got "
+                         f"{alphas!r}.")
+    a = a.astype(np.float64)
+    if not np.all(np.isfinite(a)) or np.any(a <= 0):
+        raise ValueError(f"alphas must be finite and > 0 (leave-one-out and GCV need a "
+                         f"positive ridge penalty), got {alphas!r}.")
+    return a
+
+
+def _check_cv_param(cv):
+    """``"loo"``, ``"gcv"`` or the cv object for :func:`~sklearn.model_selection.check_cv`."""
+    if cv is None:
+        return "loo"
+    if isinstance(cv, str):
+        if cv == "gcv":
+            return "gcv"
+        raise ValueError(f"cv must be None (exact leave-one-out), 'gcv', an int >= 2, a "
+                         f"splitter or an iterable of (train, test) splits; got {cv!r}.")
+    if isinstance(cv, bool) or (isinstance(cv, Integral) and cv < 2):
+        raise ValueError(f"cv as an int is the number of folds and must be >= 2, got {cv!r}.")
+    if not (isinstance(cv, Integral) or hasattr(cv, "split") or hasattr(cv, "__iter__")):
+        raise ValueError(f"cv must be None, 'gcv', an int, a splitter or an iterable of "
+                         f"(train, test) splits; got {cv!r}.")
+    return cv
+
+
+class _GivenRegressor(RegressorMixin, BaseEstimator):
+    """A fitted-model stand-in whose ``predict(P)`` is ``P``, so that any scorer can score
+    out-of-sample predictions computed by the algebra (as scikit-learn's ``RidgeCV``)."""
+
+    def fit(self, X, y=None):
+        return self
+
+    def predict(self, X):
+        return X
+
+
+class _GivenClassifier(ClassifierMixin, BaseEstimator):
+    """As :class:`_GivenRegressor` for one-vs-all decision values."""
+
+    def __init__(self, classes=None):
+        self.classes = classes
+
+    @property
+    def classes_(self):
+        return self.classes
+
+    def fit(self, X, y=None):
+        return self
+
+    def decision_function(self, X):
+        return X
+
+    def predict(self, X):
+        idx = (X > 0).astype(int) if X.ndim == 1 else X.argmax(axis=1)
+        return self.classes[idx]
+
+
+class _KernelRidgeCVBase(BaseEstimator):
+    """Shared search: validation, per-kernel decomposition, scores, selection, refit."""
+
+    def _template(self):
+        return KernelRidge(kernel=self.kernel, gamma=self.gamma, degree=self.degree,
+                           coef0=self.coef0, kernel_params=self.kernel_params,
+                           backend=self.backend)
+
+    def _accept_sparse(self):
+        return _SPARSE if self._template()._sparse_ok() else False
+
+    def _check_params(self):
+        alphas = _check_alphas(self.alphas)
+        mode = _check_cv_param(self.cv)
+        store = check_bool(self.store_cv_results, "store_cv_results")
+        per_target = check_bool(getattr(self, "alpha_per_target", False), "alpha_per_target")
+        if store and mode not in ("loo", "gcv"):
+            raise ValueError("store_cv_results=True needs cv=None or cv='gcv' (the values "
+                             "stored are one per training point); with K-fold cv pass "
+                             "store_cv_results=False.")
+        given = _GivenClassifier() if is_classifier(self) else _GivenRegressor()
+        try:
+            scorer = None if self.scoring is None else check_scoring(given, self.scoring)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"scoring={self.scoring!r} is not usable: {exc}") from None
+        candidates = check_param_grid(self.param_grid, self.kernel)
+        return alphas, mode, store, per_target, scorer, candidates
+
+    def _validated_weights(self, sample_weight, X):
+        if sample_weight is None:
+            return None
+        w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+        if not w.sum() > 0:
+            raise ValueError("sample_weight must have a positive sum.")
+        return w
+
+    def _score(self, scorer, pred, y_true, per_target, score_params):
+        """Score out-of-sample values ``pred`` (n, n_columns) against ``y_true``."""
+        if is_classifier(self):
+            given = _GivenClassifier(self._classes)
+            dec = pred[:, 0] if pred.shape[1] == 1 else pred
+            return scorer(given, dec, y_true, **score_params)
+        given = _GivenRegressor()
+        if per_target:
+            return np.array([scorer(given, pred[:, j], y_true[:, j], **score_params)
+                             for j in range(pred.shape[1])])
+        return scorer(given, pred[:, 0] if y_true.ndim == 1 else pred, y_true, **score_params)
+
+    def _loo_candidate(self, K, Y, y_true, sw, sample_weight, alphas, mode, scorer, per_target,
+                       store, warn):
+        ridge = EigenRidge(*weighted(K, Y, sw))
+        if warn:
+            ridge.check_alphas(alphas, type(self).__name__)
+        params = {} if sample_weight is None else {"sample_weight": sample_weight}
+        scores, values = [], []
+        for alpha in alphas:
+            r = ridge.loo_residuals(alpha) if mode == "loo" else ridge.gcv_residuals(alpha)
+            if scorer is None:  # mean squared (weighted-space) residual, as RidgeCV
+                sq = r * r
+                scores.append(-sq.mean(axis=0) if per_target else -sq.mean())
+                values.append(sq)
+            else:
+                pred = loo_predictions(ridge, r, Y, K, sw, alpha)
+                scores.append(self._score(scorer, pred, y_true, per_target, params))
+                values.append(pred)
+        return scores, (np.stack(values, axis=-1) if store else None)
+
+    def _kfold_candidate(self, K, Y, y_true, sw, folds, alphas, scorer, per_target, warn):
+        given = _GivenClassifier(self._classes) if is_classifier(self) else _GivenRegressor()
+        scorer = check_scoring(given, None) if scorer is None else scorer  # r2 / accuracy
+        fold_scores = []
+        for k, (tr, te) in enumerate(folds):
+            swt = None if sw is None else sw[tr]
+            ridge = EigenRidge(*weighted(K[np.ix_(tr, tr)], Y[tr], swt))
+            if warn and k == 0:
+                ridge.check_alphas(alphas, type(self).__name__)
+            cross = K[np.ix_(te, tr)]
+            P = ridge.projected(cross if swt is None else cross * swt[None, :])
+            fold_scores.append([self._score(scorer, ridge.predict_from(P, a), y_true[te],
+                                            per_target, {}) for a in alphas])
+        return list(np.mean(np.asarray(fold_scores, dtype=np.float64), axis=0))
+
+    def _search(self, X, Y, y_true, sample_weight, groups, y_split):
+        """Scores of every (candidate, alpha); the selection; fitted attributes."""
+        alphas, mode, store, per_target, scorer, candidates = self._checked
+        per_target = per_target and Y.shape[1] > 1
+        sw = None if sample_weight is None else np.sqrt(sample_weight)
+        precomputed = self._template()._precomputed()
+        if precomputed:
+            X = X.toarray() if sp.issparse(X) else X
+            check_kernel_matrix(X, "X")
+        folds = None
+        if mode not in ("loo", "gcv"):
+            splitter = check_cv(self.cv, y_split, classifier=is_classifier(self))
+            folds = list(splitter.split(X, y_split, groups))
+        grid = KernelGrid(X, self.backend_)
+        scores, values = [], []
+        for i, cand in enumerate(candidates):
+            K = X if precomputed else grid.matrix(ridge_params(self, cand))
+            if folds is None:
+                sc, vals = self._loo_candidate(K, Y, y_true, sw, sample_weight, alphas, mode,
+                                               scorer, per_target, store, warn=i == 0)
+                values.append(vals)
+            else:
+                sc = self._kfold_candidate(K, Y, y_true, sw, folds, alphas, scorer,
+                                           per_target, warn=i == 0)
+            scores.append(sc)
+        S = np.asarray(scores, dtype=np.float64)  # (n_candidates, n_alphas[, n_targets])
+        if per_target:
+            best = S.max(axis=1)  # each target at its own alpha
+            ci = int(np.argmax(best.mean(axis=1)))
+            alpha = alphas[np.argmax(S[ci], axis=0)]
+            best_score = best[ci]
+        else:
+            ci, ai = np.unravel_index(int(np.argmax(S)), S.shape)
+            alpha, best_score = float(alphas[ai]), float(S[ci, ai])
+        self.alpha_ = alpha
+        self.best_score_ = best_score
+        self.best_params_ = dict(candidates[ci])
+        self.candidate_params_ = candidates
+        self.scores_ = S
+        if store:
+            V = np.stack(values)
+            if Y.shape[1] == 1 and y_true.ndim == 1:
+                V = V[:, :, 0, :]  # (n_samples, n_alphas) per candidate, as RidgeCV
+            self.cv_results_ = V if self.param_grid is not None else V[0]
+        return ridge_params(self, candidates[ci])
+
+    def _prepare(self, X, y):
+        self._checked = self._check_params()  # parameters before data
+        kw = {} if is_classifier(self) else {"multi_output": True, "y_numeric": True}
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2,
+                             accept_sparse=self._accept_sparse(), **kw)
+        self.backend_ = resolve_backend(self.backend, X)
+        return X, y
+
+    def _predict_input(self, X):
+        check_is_fitted(self)
+        return validate_data(self, X, reset=False, dtype=np.float64,
+                             accept_sparse=self._accept_sparse())
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        template = self._template()
+        tags.input_tags.pairwise = template._precomputed()
+        tags.input_tags.sparse = template._sparse_ok()
+        return tags
+
+
+class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
+    """Kernel ridge regression with built-in model selection over ``alphas`` and kernels.
+
+    For each kernel of ``param_grid``, one eigendecomposition ``K = V diag(s) V^T``
+    serves every alpha: the dual coefficients are ``c = V diag(1 / (s + alpha)) V^T y``,
+    the hat matrix ``H = V diag(s / (s + alpha)) V^T``, and
+
+    * ``cv=None``: the exact leave-one-out residuals ``(y_i - f_i) / (1 - H_ii)``, equal
+      to ``n`` refits each leaving one point out (Allen 1974);
+    * ``cv="gcv"``: generalized cross-validation ``n ||y - f||^2 / (n - tr H)^2``
+      (Golub, Heath & Wahba, Technometrics 1979), leave-one-out with every leverage
+      ``H_ii`` replaced by their mean: rotation invariant, less swayed by points of
+      high leverage;
+    * K-fold ``cv``: per fold, one eigendecomposition of the training block serves
+      every alpha.
+
+    The selected kernel parameters and alpha are refitted on all the data as
+    :class:`KernelRidge` (``solver="cholesky"``), ``best_estimator_``, to which
+    ``predict`` delegates. Costs: ``9 n^3`` flops per kernel (``eigh``) plus ``O(n^2)``
+    per alpha and target, ``4 n^2`` floats of memory; K-fold, the same per fold on its
+    training block. The kernel matrices are computed once per kernel, never per alpha;
+    rbf, laplacian and matern share one distance matrix over the whole grid.
+
+    Parameters
+    ----------
+    alphas : array-like of float > 0, default=(1e-6, 1e-5, ..., 1, 10)
+        Ridge penalties to try. The default spans one decade per step from
+        near-interpolation (``1e-6``, above the round-off level of the eigenvalues of a
+        kernel matrix with unit diagonal for ``n`` up to ~10^8) to strong smoothing
+        (``10``): the eigenvalues of such a kernel matrix range from ``n`` down to 0, and
+        alpha is the eigenvalue below which a direction is shrunk, so kernel ridge needs
+        far smaller penalties than :class:`~sklearn.linear_model.RidgeCV`'s
+        ``(0.1, 1, 10)`` for standardised linear features.
+    {kernel}
+    param_grid : dict or list of dicts, default=None
+        Kernel parameters to search, as :class:`~sklearn.model_selection.GridSearchCV`'s
+        ``param_grid`` (lists of values per name, every combination tried): the kernel's
+        own parameter names, e.g. ``{{"gamma": [0.1, 1, 10]}}`` for rbf, laplacian,
+        matern and polynomial, ``{{"nu": [0.5, 2.5]}}`` for matern, ``{{"depth": [1, 2]}}``
+        for ntk, any parameter of a Kernel object (``{{"b_std": [0, 0.5]}}``), or the
+        keyword arguments of a callable. ``gamma``, ``degree`` and ``coef0`` replace the
+        estimator's arguments, the others go in ``kernel_params``. None: the kernel as
+        given.
+    cv : None, "gcv", int, cross-validation splitter or iterable, default=None
+        None: exact leave-one-out; ``"gcv"``: generalized cross-validation; an int:
+        (stratified, for classifiers) K-fold with that many folds; a splitter or an
+        iterable of ``(train, test)`` index arrays. With ``kernel="precomputed"`` the
+        folds are sub-blocks of the given matrix.
+    scoring : str, callable or None, default=None
+        None: the negative mean squared leave-one-out (or GCV) residual, with
+        ``sample_weight`` the weighted one as :class:`~sklearn.linear_model.RidgeCV`
+        defines it; :math:`R^2` for K-fold (as ``RidgeCV``). A scorer name or callable
+        is evaluated on the leave-one-out (GCV) predictions with ``sample_weight``, or
+        on each test fold (unweighted, as ``GridSearchCV``), and averaged over folds.
+    alpha_per_target : bool, default=False
+        With several targets, pick an alpha for each (the kernel parameters, one kernel
+        for all targets, maximise the mean over targets of each one's best score).
+    store_cv_results : bool, default=False
+        Keep ``cv_results_`` (leave-one-out or GCV only).
+    backend : {{"auto", "numpy", "numba", "cupy"}} or None, default=None
+        Engine for the kernels the search does not share distances for, and for the
+        refit; None follows :func:`kernelkit.set_config`.
+
+    Attributes
+    ----------
+    alpha_ : float or ndarray of shape (n_targets,)
+        Selected penalty (one per target with ``alpha_per_target``).
+    best_params_ : dict
+        Selected kernel parameters (empty without ``param_grid``).
+    best_score_ : float or ndarray of shape (n_targets,)
+        Score at the selection (higher is better).
+    best_estimator_ : KernelRidge
+        The model refitted on all data at the selection.
+    scores_ : ndarray of shape (n_candidates, n_alphas) or (n_candidates, n_alphas, n_targets)
+        Every score, candidates in ``candidate_params_`` order (per target with
+        ``alpha_per_target``).
+    candidate_params_ : list of dict
+        The kernel parameter combinations of ``param_grid`` (``[{{}}]`` without one).
+    cv_results_ : ndarray of shape (n_samples, n_alphas) or (n_samples, n_targets, n_alphas)
+        As ``RidgeCV``: squared (weighted) residuals when ``scoring`` is None, else the
+        out-of-sample predictions. With ``param_grid`` a leading axis runs over
+        ``candidate_params_``. Only with ``store_cv_results``.
+    backend_ : str
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Only when ``X`` has string column names.
+
+    Raises
+    ------
+    ValueError
+        In ``fit``: empty, non-finite or non-positive ``alphas``; a ``param_grid`` key the
+        kernel does not have (or any ``param_grid`` with ``kernel="precomputed"``); an
+        unknown ``cv`` string or ``cv < 2``; ``store_cv_results`` with K-fold ``cv``; an
+        unknown ``scoring``; and the input errors of :class:`KernelRidge`.
+
+    Warns
+    -----
+    RuntimeWarning
+        When an alpha is at the round-off level of the kernel matrix's eigenvalues
+        (its score is not accurate).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelkit import KernelRidgeCV
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-1, 1, (80, 1)); y = np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=80)
+    >>> cv = KernelRidgeCV(kernel="rbf", param_grid={{"gamma": [0.1, 1.0, 10.0]}}).fit(X, y)
+    >>> sorted(cv.best_params_)
+    ['gamma']
+    """
+
+    def __init__(self, alphas=DEFAULT_ALPHAS, *, kernel="linear", gamma=None, degree=3,
+                 coef0=1, kernel_params=None, param_grid=None, cv=None, scoring=None,
+                 alpha_per_target=False, store_cv_results=False, backend=None):
+        self.alphas = alphas
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.param_grid = param_grid
+        self.cv = cv
+        self.scoring = scoring
+        self.alpha_per_target = alpha_per_target
+        self.store_cv_results = store_cv_results
+        self.backend = backend
+
+    @atomic
+    def fit(self, X, y, sample_weight=None, groups=None):
+        """Select kernel parameters and alpha, then refit on all data.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training data (for ``kernel="precomputed"``: the kernel matrix).
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weights of the training loss (and of the leave-one-out / GCV score).
+        groups : array-like of shape (n_samples,), default=None
+            Group labels for a group splitter ``cv``.
+
+        Returns
+        -------
+        self : object
+        """
+        self._classes = None
+        X, y = self._prepare(X, y)
+        sw = self._validated_weights(sample_weight, X)
+        Y = y.reshape(-1, 1) if y.ndim == 1 else y
+        kwargs = self._search(X, Y, y, sw, groups, y)
+        self.best_estimator_ = KernelRidge(alpha=self.alpha_, solver="cholesky",
+                                           backend=self.backend, **kwargs).fit(X, y, sw)
+        del self._checked, self._classes
+        return self
+
+    def predict(self, X, return_std=False, return_cov=False):
+        """Predict with ``best_estimator_`` (see :meth:`KernelRidge.predict`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        return_std, return_cov : bool, default=False
+            Gaussian-process moments, as :meth:`KernelRidge.predict`.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,) or (n_samples, n_targets)
+        """
+        return self.best_estimator_.predict(self._predict_input(X), return_std=return_std,
+                                            return_cov=return_cov)
+
+
+class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
+    """Kernel ridge classifier (one-vs-all on {-1, 1} targets) with built-in model selection.
+
+    As :class:`KernelRidgeCV` on the {-1, 1} encoding of the classes that
+    :class:`KernelRidgeClassifier` fits (one column for two classes), the kernel analogue
+    of :class:`~sklearn.linear_model.RidgeClassifierCV`: all one-vs-all columns share
+    the decomposition and one alpha. ``scoring=None`` is, as there, the mean squared
+    leave-one-out residual of the encoded targets (accuracy for K-fold); a scorer (e.g.
+    ``"accuracy"``, ``"roc_auc"``) is evaluated on the leave-one-out decision values.
+
+    Parameters
+    ----------
+    alphas : array-like of float > 0, default=(1e-6, 1e-5, ..., 1, 10)
+        Ridge penalties to try (see :class:`KernelRidgeCV`).
+    {kernel}
+    param_grid : dict or list of dicts, default=None
+        Kernel parameters to search (see :class:`KernelRidgeCV`).
+    cv : None, "gcv", int, cross-validation splitter or iterable, default=None
+        As :class:`KernelRidgeCV`; an int means stratified K-fold.
+    scoring : str, callable or None, default=None
+    store_cv_results : bool, default=False
+        Keep ``cv_results_`` of shape ``(n_samples, n_columns, n_alphas)``.
+    backend : {{"auto", "numpy", "numba", "cupy"}} or None, default=None
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    alpha_ : float
+    best_params_ : dict
+    best_score_ : float
+    best_estimator_ : KernelRidgeClassifier
+    scores_ : ndarray of shape (n_candidates, n_alphas)
+    candidate_params_ : list of dict
+    cv_results_ : ndarray
+        Only with ``store_cv_results`` (see :class:`KernelRidgeCV`).
+    backend_ : str
+    n_features_in_ : int
+
+    Raises
+    ------
+    ValueError
+        As :class:`KernelRidgeCV`, and for fewer than two classes.
+    """
+
+    def __init__(self, alphas=DEFAULT_ALPHAS, *, kernel="linear", gamma=None, degree=3,
+                 coef0=1, kernel_params=None, param_grid=None, cv=None, scoring=None,
+                 store_cv_results=False, backend=None):
+        self.alphas = alphas
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.param_grid = param_grid
+        self.cv = cv
+        self.scoring = scoring
+        self.store_cv_results = store_cv_results
+        self.backend = backend
+
+    @atomic
+    def fit(self, X, y, sample_weight=None, groups=None):
+        """Select kernel parameters and alpha, then refit on all data.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Class labels of any type.
+        sample_weight : array-like of shape (n_samples,), default=None
+        groups : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        self : object
+        """
+        X, y = self._prepare(X, y)
+        check_classification_targets(y)
+        if np.unique(y).shape[0] < 2:
+            raise ValueError("The number of classes has to be greater than one; got 1 class "
+                             "in y.")
+        sw = self._validated_weights(sample_weight, X)
+        binarizer = LabelBinarizer(pos_label=1, neg_label=-1)
+        Y = binarizer.fit_transform(y).astype(np.float64)
+        self._classes = binarizer.classes_
+        kwargs = self._search(X, Y, y, sw, groups, y)
+        self.classes_ = binarizer.classes_
+        self.best_estimator_ = KernelRidgeClassifier(
+            alpha=self.alpha_, solver="cholesky", backend=self.backend, **kwargs).fit(X, y, sw)
+        del self._checked, self._classes
+        return self
+
+    def decision_function(self, X):
+        """Per-class scores of ``best_estimator_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,) for two classes, else (n_samples, n_classes)
+        """
+        return self.best_estimator_.decision_function(self._predict_input(X))
+
+    def predict(self, X):
+        """Predicted class labels.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+        """
+        return self.best_estimator_.predict(self._predict_input(X))
+
+
+def _fill_docs():
+    from ._kernel_ridge import _KERNEL_PARAMS_DOC
+
+    names = "rbf, laplacian, matern, polynomial, linear, cosine, ntk, nngp"
+    text = _KERNEL_PARAMS_DOC.format(names=names).strip()
+    for cls in (KernelRidgeCV, KernelRidgeClassifierCV):
+        cls.__doc__ = cls.__doc__.replace("{kernel}", text).replace("{{", "{").replace(
+            "}}", "}")
+
+
+_fill_docs()
