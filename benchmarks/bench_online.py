@@ -184,13 +184,14 @@ def classification_stream(name, X, y, cfg, kons_params, rbf_gamma, quick):
 
     for method in ("sketched", "pros-n-kons"):
         est = KONSClassifier(method=method, random_state=0, **kons_params)
-        F, secs = timed(lambda est=est: est.partial_fit_predict(X, y, classes=classes))
+        F, secs = timed(lambda est=est: est.partial_fit_decision_function(X, y, classes=classes))
         F = F.reshape(len(y), -1)
         add(f"KONS {method}", _labels(F, classes), secs, n_atoms=est.n_atoms_)
     n_exact = min(len(y), cfg["exact_n"])
     est = KONSClassifier(method="kons", **{k: v for k, v in kons_params.items()
                                             if k != "max_atoms"})
-    F, secs = timed(lambda: est.partial_fit_predict(X[:n_exact], y[:n_exact], classes=classes))
+    F, secs = timed(lambda: est.partial_fit_decision_function(X[:n_exact], y[:n_exact],
+                                                             classes=classes))
     rows.append({"method": f"KONS exact (first {n_exact})", "seconds": secs,
                  "cpu_seconds": round(CPU["s"], 2),
                  "mistake_rate": float(np.mean(_labels(F.reshape(n_exact, -1), classes)

@@ -37,8 +37,7 @@ for method in ("kons", "sketched", "pros-n-kons"):
     # the sketched variants keep at most 300 atoms; exact KONS keeps every image
     cap = None if method == "kons" else 300
     clf = KONSClassifier(method=method, max_atoms=cap, **common)
-    scores = clf.partial_fit_predict(X, y, classes=classes)
-    mistakes = classes[scores.argmax(axis=1)] != y
+    mistakes = clf.partial_fit_predict(X, y, classes=classes) != y
     curves[f"{method} ({clf.n_atoms_} atoms)"] = np.cumsum(mistakes)
 
 # first-order peer: predict, then learn, one sample at a time

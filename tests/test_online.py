@@ -72,7 +72,7 @@ def test_linear_kons_equals_online_newton_step(backend, loss, C):
         y = np.where(y > 0, 1.0, -1.0)
         est = KONSClassifier(loss=loss, method="kons", kernel="linear", alpha=0.7, eta=0.3,
                              C=C, backend=backend)
-        pred = est.partial_fit_predict(X, y, classes=[-1.0, 1.0])
+        pred = est.partial_fit_decision_function(X, y, classes=[-1.0, 1.0])
     else:
         est = KONSRegressor(method="kons", kernel="linear", alpha=0.7, eta=0.3, C=C,
                             backend=backend)
@@ -117,8 +117,8 @@ def test_numba_twin_matches_numpy_reference(method, loss, eta, forget):
               gamma=0.5, gamma_reg=0.05, random_state=0)
     a = KONSClassifier(backend="numpy", **kw)
     b = KONSClassifier(backend="numba", **kw)
-    pa = a.partial_fit_predict(X, y, classes=[0, 1, 2])
-    pb = b.partial_fit_predict(X, y, classes=[0, 1, 2])
+    pa = a.partial_fit_decision_function(X, y, classes=[0, 1, 2])
+    pb = b.partial_fit_decision_function(X, y, classes=[0, 1, 2])
     assert a.n_atoms_ == b.n_atoms_ and a.n_restarts_ == b.n_restarts_
     np.testing.assert_allclose(pa, pb, atol=1e-10)
     np.testing.assert_allclose(a.cumulative_loss_, b.cumulative_loss_, rtol=1e-12)

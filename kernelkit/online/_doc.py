@@ -1,0 +1,88 @@
+"""Shared numpydoc sections of the KONS estimators (parameters, attributes, notes)."""
+
+_PARAMS_DOC = """
+    method : {{"kons", "sketched", "pros-n-kons"}}, default="sketched"
+        ``"kons"``: exact KONS (every sample outside the span of the stored ones
+        becomes an atom; ``O(t^2)`` time and memory at step ``t``; the reference for
+        short streams). ``"sketched"``: Sketched-KONS, atoms drawn by KORS (online
+        ridge-leverage-score sampling) and the Newton step run in their span,
+        continued when an atom arrives. ``"pros-n-kons"``: the same dictionary, with
+        the learner restarted on the new embedding at each new atom (PROS-N-KONS).
+    kernel : str, Kernel or callable, default="rbf"
+        A kernelkit kernel name, a :class:`kernelkit.kernels.Kernel` or a callable
+        ``f(X, Y)``; ``"precomputed"`` is not possible online.
+    gamma : float, default=None
+        Kernel scale (rbf, laplacian, matern, polynomial); None means ``1 / n_features``.
+    degree, coef0 : float, default=3, 1
+        Polynomial kernel parameters.
+    kernel_params : dict, default=None
+        Further parameters of the named kernel or of the callable.
+    alpha : float > 0, default=1.0
+        The paper's regulariser ``alpha``: the second-order matrix starts at
+        ``alpha I`` (``A_0`` of Algorithm 1). Larger: smaller first steps, smoother fits.
+    eta : "auto" or float > 0, default="auto"
+        The paper's step sizes ``eta_t`` (``A_t = A_{{t-1}} + eta_t g_t g_t^T``).
+        ``"auto"`` takes the loss's local curvature, ``eta_t g_t g_t^T = l''(f_t)
+        z_t z_t^T``: for the squared loss this is the largest ``eta_t = sigma_t``
+        the paper's curvature condition allows, and KONS becomes kernel recursive
+        least squares (online ridge). A number: the fixed ``eta`` of the theorems.
+    C : float > 0 or None, default=None
+        The paper's feasible set ``|f(x_t)| <= C``: predictions beyond ``C`` are
+        projected back in the ``A_{{t-1}}`` norm (Algorithm 1, line 7). None: no bound.
+    gamma_reg : float > 0, default=1.0
+        KORS's ridge regularisation ``gamma`` (in units of ``k(x, x)``): smaller keeps
+        more atoms and a more accurate embedding. Ignored by ``method="kons"``.
+    epsilon : float >= 0, default=0.5
+        KORS's accuracy ``epsilon``: the sampling probabilities are inflated by
+        ``(1 + epsilon)``-accurate leverage-score estimates.
+    beta : float > 0, default=1.0
+        KORS's oversampling ``beta``: ``p_t = min(beta tau_t, 1)``.
+    max_atoms : int >= 1 or None, default=None
+        Hard cap on the number of atoms (memory ``O(max_atoms^2)``); None: KORS alone
+        bounds it (``O(d_eff(gamma_reg) log^2 t)`` with high probability).
+    forgetting : {{None, "discount", "restart"}}, default=None
+        For drifting streams. ``"discount"``: ``A_t = lam A_{{t-1}} + ...`` with
+        ``lam = 1 - 1 / memory`` (exponentially weighted second-order information;
+        directions the stream no longer visits lose certainty up to ``memory / alpha``
+        and no further, against the classic wind-up): tracks drift, at the price of
+        noisier steps on stationary data. ``"restart"``: reset ``A`` to ``alpha I``
+        every ``memory`` samples, keeping the current function: cheaper, coarser.
+    memory : int >= 1, default=1000
+        Number of recent samples the forgetting keeps (effective window).
+    random_state : int, RandomState instance or None, default=None
+        Seeds KORS's Bernoulli draws.
+    backend : {{"auto", "numpy", "numba", "cupy"}} or None, default=None
+        Engine for the kernel blocks; ``"numba"`` (and ``"auto"`` when Numba is
+        installed) also runs the per-sample loop compiled. Resolved into ``backend_``.
+    verbose : int, default=0
+        Progress lines every ~5000 samples of a long call when >= 1."""
+
+_ATTRS_DOC = """
+    n_atoms_ : int
+        Number of stored atoms (the model's support; bounded by the sketch).
+    atoms_ : ndarray of shape (`n_atoms_`, `n_features_in_`)
+        The stored samples.
+    cumulative_loss_ : float
+        Sum of the losses of the prequential predictions (each sample predicted
+        before the model learned from it), over all samples seen.
+    n_seen_ : int
+        Number of samples learned from since the last ``fit``.
+    n_restarts_ : int
+        Restarts of the learner (PROS-N-KONS's new atoms, ``forgetting="restart"``).
+    backend_ : str
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Only when ``X`` has string column names."""
+
+_NOTES_DOC = """
+    The model is ``f(x) = w^T z(x)`` with ``z(x) = L^{{-1}} k_D(x)`` the coordinates of
+    ``phi(x)`` in an orthonormal basis of the span of the atoms ``D`` (``K_DD = L L^T``).
+    Per sample (predict, then update): the KORS draw, the prediction and its
+    projection, then the Online Newton Step ``A_t = A_{{t-1}} + eta_t g_t g_t^T``,
+    ``w <- w - A_t^{{-1}} g_t`` with ``A^{{-1}}`` kept by Sherman-Morrison. With all
+    samples as atoms this is exactly KONS (Algorithm 1): its iterates lie in the span
+    of the seen samples, where these coordinates are exact. Sketched-KONS keeps the
+    iterate in the span of the KORS dictionary, so that memory is bounded by the
+    sketch (the ICML paper's variant sketches ``A`` only and stores every gradient).
+    Cost per sample ``O(m^2 + m d)`` time for ``m`` atoms, memory ``O(m^2)`` (times
+    the number of classes for per-class second-order matrices)."""
