@@ -85,3 +85,18 @@ def test_distributed_page_example_runs(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     shape, dictionary, r2 = out.stdout.split()[-3:]
     assert float(r2) > 0.9 and int(dictionary) > 10
+
+
+@pytest.mark.parametrize("name", _public_estimators())
+def test_docstring_sections_parse(name):
+    """numpydoc reads every section where it stands (a section spliced in without its
+    blank line became part of the one before it)."""
+    from numpydoc.docscrape import ClassDoc
+
+    est = RiverKONS if name == "RiverKONS" else getattr(kernelkit, name)
+    doc = ClassDoc(est)
+    assert doc["Parameters"], name
+    fields = [p.name for sec in ("Parameters", "Attributes") for p in doc[sec]]
+    assert not [f for f in fields if f.strip("-") in ("", "Raises", "Examples", "Notes")]
+    body = [line.strip() for p in doc["Parameters"] + doc["Attributes"] for line in p.desc]
+    assert not [line for line in body if line and set(line) == {"-"}], name
