@@ -118,6 +118,22 @@ def _host(A):
     return A if sp.issparse(A) else np.asarray(A, dtype=np.float64)
 
 
+def _as_matrix(K, shape):
+    """A callable's result as a float64 ``shape`` array (SciPy sparse densified), or None
+    when it is none (the mark of a row function given two blocks)."""
+    import scipy.sparse as sp
+
+    if K is None:
+        return None
+    if sp.issparse(K):
+        K = K.toarray()
+    try:
+        K = np.asarray(K, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    return K if K.shape == shape else None
+
+
 class _CallableKernel:
     """A user callable or foreign kernel evaluated on the host (no engine).
 
@@ -127,7 +143,10 @@ class _CallableKernel:
     ``KernelRidge`` / ``Nystroem``, ``f(x, y, **kernel_params)`` of two rows returning a
     number. A callable that, given two blocks, raises or returns anything but an
     ``(n_X, n_Y)`` array is taken as a row function from then on (evaluated pair by
-    pair through :func:`sklearn.metrics.pairwise.pairwise_kernels`, slow).
+    pair through :func:`sklearn.metrics.pairwise.pairwise_kernels`, slow). A SciPy
+    sparse ``(n_X, n_Y)`` result is a matrix (densified); once a callable has returned
+    a matrix it is a matrix callable for good: its later errors are its own, never
+    retried pair by pair.
     """
 
     def __init__(self, func, params):
@@ -146,16 +165,20 @@ class _CallableKernel:
             K = self._rowwise(X, Y, same)
         else:
             try:
-                K = np.asarray(self.func(X, Y, **self.params), dtype=np.float64)
+                K = self.func(X, Y, **self.params)
             except Exception:
-                if self.rows is False:
+                if self.rows is False:  # a known matrix callable: the error is the user's
                     raise
                 K = None
-            if self.rows is None and (K is None or K.shape != shape):
+            K = _as_matrix(K, shape)
+            if self.rows is None and K is None:
                 self.rows = True
                 K = self._rowwise(X, Y, same)
             else:
                 self.rows = False
+                if K is None:
+                    raise ValueError(f"kernel callable returned a value that is not a numeric "
+                                     f"array of shape {shape}.")
         if K.shape != shape:
             raise ValueError(f"kernel callable returned shape {K.shape}, expected {shape}.")
         if not np.all(np.isfinite(K)):

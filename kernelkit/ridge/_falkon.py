@@ -29,7 +29,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..backend import resolve_backend
-from ..kernels import resolve_kernel
+from ..kernels import make_kernel, resolve_kernel
+from ..utils._state import atomic
 from ..utils._threads import blas_threads_for, single_blas_thread
 from ..utils._verbose import Progress, check_verbose
 from ._falkon_ops import (
@@ -64,11 +65,24 @@ class _FalkonBase(BaseEstimator):
                               self.kernel_params, n_features=self.n_features_in_,
                               backend=self.backend_)
 
-    def _check_params(self, n):
+    def _check_params(self, n=None):
+        """Validated ``(tol, max_iter, cache_size, verbose)``; with ``n`` None (before
+        the data are read) also every other parameter that needs no data."""
         if isinstance(self.kernel, str) and self.kernel == "precomputed":
             raise ValueError("kernel='precomputed' cannot be used by FALKON: it evaluates the "
                              "kernel between the data and centers chosen in fit; pass a kernel "
                              "name, a Kernel or a callable.")
+        if n is None:
+            _check_alpha(self.alpha)
+            make_kernel(self.kernel, self.gamma, self.degree, self.coef0, self.kernel_params)
+            resolve_backend(self.backend)
+            if isinstance(self.centers, str) and self.centers not in CENTERS:
+                raise ValueError(f"centers must be one of {CENTERS} or an array, got "
+                                 f"{self.centers!r}.")
+            m = self.n_centers
+            if not (isinstance(m, str) and m == "auto") and (
+                    isinstance(m, bool) or not isinstance(m, Integral) or m < 1):
+                raise ValueError(f"n_centers must be 'auto' or an integer >= 1, got {m!r}.")
         tol = self.tol
         if isinstance(tol, bool) or not isinstance(tol, Real) or not np.isfinite(tol) or tol <= 0:
             raise ValueError(f"tol must be a finite number > 0 (the relative residual of CG), "
@@ -358,6 +372,7 @@ class FalkonRegressor(MultiOutputMixin, RegressorMixin, _FalkonBase):
     ----------
     dual_coef_ : ndarray of shape (`n_centers_`,) or (`n_centers_`, n_targets), float64
     {attrs}
+
     {raises}
 
     Examples
@@ -389,6 +404,7 @@ class FalkonRegressor(MultiOutputMixin, RegressorMixin, _FalkonBase):
         self.verbose = verbose
         self.backend = backend
 
+    @atomic
     def fit(self, X, y):
         """Choose the centers and solve the Nyström normal equations.
 
@@ -401,6 +417,7 @@ class FalkonRegressor(MultiOutputMixin, RegressorMixin, _FalkonBase):
         -------
         self : object
         """
+        self._check_params()
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=np.float64,
                              ensure_min_samples=2)
         return self._fit_targets(X, y)
@@ -434,11 +451,13 @@ class FalkonClassifier(_ClassifierMixin, _FalkonBase):
     classes_ : ndarray of shape (n_classes,)
     dual_coef_ : ndarray of shape (`n_centers_`, n_classes) (one column for two classes)
     {attrs}
+
     {raises}
     """
 
     __init__ = FalkonRegressor.__init__
 
+    @atomic
     def fit(self, X, y):
         """Fit one-vs-all FALKON regressions on {-1, +1} encoded classes.
 

@@ -23,6 +23,7 @@ from ..kernels import NTK, Kernel, is_precomputed, make_kernel
 from ..kernels._resolve import KernelOperator
 from ..utils._classes import OneVsAllClassifierMixin
 from ..utils._linalg import solve_ridge
+from ..utils._state import atomic
 from ..utils._validation import check_kernel_matrix
 from ..utils._verbose import Progress, check_verbose
 from ._gp import ridge_predict_moments
@@ -35,12 +36,14 @@ SOLVERS = ("auto", "cholesky", "pcg")
 AUTO_PCG_MIN_SAMPLES = 4000
 
 
-def _check_alpha(alpha, n_targets):
+def _check_alpha(alpha, n_targets=None):
+    """``alpha`` as a float or a float64 array; ``n_targets`` None checks its values only
+    (before the data are read)."""
     a = np.atleast_1d(np.asarray(alpha))
     if a.dtype.kind not in "iuf" or a.ndim != 1 or not np.all(np.isfinite(a)) or np.any(a < 0):
         raise ValueError(f"alpha must be a non-negative finite number or an array of them, "
                          f"got {alpha!r}.")
-    if a.size not in (1, n_targets):
+    if n_targets is not None and a.size not in (1, n_targets):
         raise ValueError(f"alpha has {a.size} values but y has {n_targets} targets; give one "
                          "alpha or one per target.")
     a = a.astype(np.float64)
@@ -67,7 +70,9 @@ class _KernelRidgeBase(BaseEstimator):
         return callable(k) and not isinstance(k, Kernel)
 
     def _operator(self, sparse=False):
-        """The fitted kernel on the fitted engine (the one resolver)."""
+        """The fitted kernel on the fitted engine (the one resolver); scikit-learn's
+        evaluation of it once the model was fitted on sparse ``X`` (whatever the inputs)."""
+        sparse = sparse or sp.issparse(getattr(self, "X_fit_", None))
         return KernelOperator(self._get_kernel(sparse), self.n_features_in_, self.backend_)
 
     def _kernel_matrix(self, X, Y):
@@ -75,6 +80,15 @@ class _KernelRidgeBase(BaseEstimator):
         if self._precomputed():
             return X
         return self._operator(sp.issparse(X)).block_host(X, Y)
+
+    def _check_params(self):
+        """Validate what needs no data, before ``X`` and ``y`` are read (as scikit-learn
+        does): a bad parameter is reported as such whatever the data."""
+        _check_alpha(self.alpha)
+        self._check_solver(None, None)
+        resolve_backend(self.backend)
+        if not self._precomputed():
+            self._get_kernel()
 
     def _fit_targets(self, X, Y, sample_weight):
         if self._precomputed():
@@ -125,7 +139,8 @@ class _KernelRidgeBase(BaseEstimator):
         return type(k).__name__.lower() if not isinstance(k, str) and hasattr(k, "spec") else k
 
     def _check_solver(self, n, alpha):
-        """Validated ``(solver, tol, max_iter, verbose)``; ``"auto"`` resolved."""
+        """Validated ``(solver, tol, max_iter, verbose)``; ``"auto"`` resolved (kept when
+        ``n`` is None)."""
         solver = self.solver
         if not isinstance(solver, str) or solver not in SOLVERS:
             raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}.")
@@ -138,6 +153,8 @@ class _KernelRidgeBase(BaseEstimator):
             raise ValueError(f"max_iter must be an integer >= 1 or None, got {self.max_iter!r}.")
         verbose = check_verbose(self.verbose)
         self._cache_mib()
+        if n is None:  # parameters only (see _check_params)
+            return solver, float(tol), int(max_iter), verbose
         min_alpha = float(np.min(alpha))
         if solver == "auto":  # dot-product kernels have rank <= their feature map's: the
             # Nyström preconditioner of a low-rank K converges badly, Cholesky is cheap there
@@ -303,6 +320,7 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
         self.verbose = verbose
         self.backend = backend
 
+    @atomic
     def fit(self, X, y, sample_weight=None):
         """Fit the model.
 
@@ -317,6 +335,7 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
         -------
         self : object
         """
+        self._check_params()
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=np.float64,
                              ensure_min_samples=2,
                              accept_sparse=_SPARSE if self._sparse_ok() else False)
@@ -349,12 +368,15 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
             Both ``return_std`` and ``return_cov``; ``kernel="precomputed"`` with
             either; a covariance larger than ``working_memory``.
         """
+        if (return_std is True or return_cov is True) and sp.issparse(X):
+            X = X.toarray()  # the GP moments take dense test rows (sparse X_fit_ is fine)
         return ridge_predict_moments(self, X, return_std, return_cov)
 
 
 class _ClassifierMixin(OneVsAllClassifierMixin):
     """One-vs-all ridge classification on {-1, +1} targets (as ``RidgeClassifier``)."""
 
+    @atomic
     def fit(self, X, y, sample_weight=None):
         """Fit one-vs-all ridge regressions on {-1, +1} encoded classes.
 
@@ -369,6 +391,7 @@ class _ClassifierMixin(OneVsAllClassifierMixin):
         -------
         self : object
         """
+        self._check_params()
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2,
                              accept_sparse=_SPARSE if self._sparse_ok() else False)
         check_classification_targets(y)
