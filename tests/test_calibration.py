@@ -1,0 +1,81 @@
+"""The shared temperature calibration: log-loss minimiser, arg-max preserved."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import minimize
+from sklearn.metrics import log_loss
+
+from kernelkit.utils._calibration import (
+    class_scores,
+    fit_temperature,
+    predict_log_proba_from,
+)
+
+
+def _noisy_scores(rng, n, k):
+    y = rng.integers(0, k, n)
+    S = rng.standard_normal((n, k)) * 2.0
+    S[np.arange(n), y] += 1.5  # informative but imperfect scores
+    return S, y
+
+
+@pytest.mark.parametrize("k", [3, 10])
+def test_temperature_is_the_log_loss_minimiser(k):
+    rng = np.random.default_rng(k)
+    S, y = _noisy_scores(rng, 400, k)
+    beta = fit_temperature(S, y)
+
+    def direct(b):  # an independent log-loss: scikit-learn's, on an explicit softmax
+        Z = np.exp(b[0] * S - (b[0] * S).max(axis=1, keepdims=True))
+        return log_loss(y, Z / Z.sum(axis=1, keepdims=True), labels=np.arange(k))
+
+    ref = minimize(direct, x0=[1.0], method="Nelder-Mead",
+                   options={"xatol": 1e-10, "fatol": 1e-14}).x[0]
+    assert beta == pytest.approx(ref, rel=1e-5)
+
+
+def test_weighted_temperature_equals_repeated_rows():
+    rng = np.random.default_rng(0)
+    S, y = _noisy_scores(rng, 120, 4)
+    w = rng.integers(1, 4, len(y))
+    assert fit_temperature(S, y, w) == pytest.approx(
+        fit_temperature(np.repeat(S, w, axis=0), np.repeat(y, w)), rel=1e-7)
+
+
+def test_two_classes_is_platt_without_intercept():
+    rng = np.random.default_rng(1)
+    d = rng.standard_normal(300)
+    y = (d + 0.8 * rng.standard_normal(300) > 0).astype(int)
+    beta = fit_temperature(d, y)
+    p = np.exp(predict_log_proba_from(d, beta))
+    np.testing.assert_allclose(p[:, 1], 1 / (1 + np.exp(-beta * d)), rtol=1e-12)
+    # the same minimiser as a logistic fit of y on d with no intercept
+    nll = lambda b: np.sum(np.logaddexp(0, -(2 * y - 1) * b[0] * d))  # noqa: E731
+    ref = minimize(nll, x0=[1.0], method="Nelder-Mead", options={"xatol": 1e-10}).x[0]
+    assert beta == pytest.approx(ref, rel=1e-5)
+
+
+def test_scale_equivariance_and_constant_scores():
+    rng = np.random.default_rng(2)
+    S, y = _noisy_scores(rng, 200, 3)
+    assert fit_temperature(1e-6 * S, y) == pytest.approx(1e6 * fit_temperature(S, y),
+                                                         rel=1e-6)
+    assert fit_temperature(np.ones((10, 3)), np.arange(10) % 3) == 1.0
+
+
+def test_non_finite_decision_values_are_rejected():
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        class_scores(np.array([0.0, np.nan]))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.integers(2, 6), st.integers(1, 40), st.floats(1e-3, 1e3), st.integers(0, 2**31))
+def test_argmax_is_preserved(k, n, beta, seed):
+    S = np.random.default_rng(seed).standard_normal((n, k)) * 10.0
+    logp = predict_log_proba_from(S, beta)
+    p = np.exp(logp)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, rtol=1e-12)
+    assert np.all((p >= 0) & (p <= 1))
+    np.testing.assert_array_equal(p.argmax(axis=1), S.argmax(axis=1))
