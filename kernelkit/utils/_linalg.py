@@ -12,11 +12,13 @@ from ._threads import blas_threads_for
 def solve_ridge(K, Y, alpha):
     """Solve ``(K + alpha I) C = Y`` for symmetric positive semi-definite ``K``.
 
-    Cholesky in float64; when it fails or succeeds on a numerically singular matrix
-    (reciprocal condition estimate below ``n * eps``; e.g. ``alpha = 0`` with
-    duplicate points) the
-    minimum-norm solution is computed from the eigendecomposition of ``K`` instead,
-    with a :class:`scipy.linalg.LinAlgWarning`.
+    Cholesky in float64 of ``K + alpha I`` equilibrated to a unit diagonal (rows of
+    very different scale, e.g. large sample weights, cost no accuracy); when it fails
+    or succeeds on a numerically singular matrix (reciprocal condition estimate of the
+    equilibrated matrix below ``n * eps``; e.g. ``alpha = 0`` with duplicate points)
+    the minimum-norm least-squares solution ``pinv(K + alpha I) @ Y`` (``numpy.linalg.pinv``'s
+    cutoff) is computed from the eigendecomposition of ``K`` instead, with a
+    :class:`scipy.linalg.LinAlgWarning`.
 
     Parameters
     ----------
@@ -45,31 +47,52 @@ def _solve_ridge(K, Y, alpha):
     if np.all(alphas == alphas[0]):
         A = np.array(K, dtype=np.float64, order="F", copy=True)
         A.flat[:: n + 1] += alphas[0]
-        anorm = float(np.abs(A).sum(axis=0).max())  # 1-norm, for the condition estimate
-        try:
-            factor = linalg.cho_factor(A, overwrite_a=True, check_finite=False)
-            # A factorization that succeeds on a numerically singular matrix returns huge,
-            # wrong coefficients: estimate the reciprocal condition number (LAPACK pocon,
-            # O(n^2)) and take the stable path below when it is at round-off level.
-            rcond, info = lapack.dpocon(factor[0], anorm, uplo="L" if factor[1] else "U")
-            if info == 0 and rcond > n * np.finfo(np.float64).eps:
-                C = linalg.cho_solve(factor, Y, check_finite=False)
-                if np.all(np.isfinite(C)):
-                    return C
-        except linalg.LinAlgError:
-            pass
+        # Equilibrate to a unit diagonal first: Cholesky's accuracy depends on the condition
+        # of D^-1/2 A D^-1/2, not of A (van der Sluis), so sample weights of 1e14 or rows of
+        # very different norms are solved exactly where A's own condition estimate is huge
+        d = np.diag(A).copy()
+        if np.all(d > 0) and np.all(np.isfinite(d)):
+            s = 1.0 / np.sqrt(d)
+            A *= s[:, None]
+            A *= s[None, :]
+            anorm = float(np.abs(A).sum(axis=0).max())  # 1-norm, for the condition estimate
+            try:
+                factor = linalg.cho_factor(A, overwrite_a=True, check_finite=False)
+                # A factorization that succeeds on a numerically singular matrix returns
+                # huge, wrong coefficients: estimate the reciprocal condition number (LAPACK
+                # pocon, O(n^2)) and take the stable path below when it is at round-off level
+                rcond, info = lapack.dpocon(factor[0], anorm, uplo="L" if factor[1] else "U")
+                if info == 0 and rcond > n * np.finfo(np.float64).eps:
+                    sY = s if Y.ndim == 1 else s[:, None]
+                    C = sY * linalg.cho_solve(factor, sY * Y, check_finite=False)
+                    if np.all(np.isfinite(C)):
+                        return C
+            except linalg.LinAlgError:
+                pass
         warnings.warn(
             f"K + alpha*I is singular or not numerically positive definite (alpha="
             f"{alphas[0]:g}); using the minimum-norm least-squares solution from an "
             "eigendecomposition instead. Increase alpha to regularise.",
             linalg.LinAlgWarning, stacklevel=4)
+    return _min_norm_solve(K, Y, alphas)
+
+
+def _min_norm_solve(K, Y, alphas):
+    """``pinv(K + alpha I) @ Y`` per column from one eigendecomposition of ``K``.
+
+    The cutoff is that of ``numpy.linalg.pinv(A, rtol=None)`` (``n eps`` times the largest ``|w + alpha|``,
+    relative at every scale of ``K``), so that the result is the minimum-norm
+    least-squares solution that the warning announces.
+    """
+    n = K.shape[0]
     w, V = linalg.eigh(K, check_finite=False)
-    tol = n * np.finfo(np.float64).eps * max(1.0, float(np.abs(w).max()))
     proj = V.T @ Y
     Y2 = proj.reshape(n, -1)
     a = np.broadcast_to(alphas, (Y2.shape[1],))
     denom = w[:, None] + a[None, :]
-    inv = np.where(np.abs(denom) > tol, 1.0 / np.where(np.abs(denom) > tol, denom, 1.0), 0.0)
+    cut = n * np.finfo(np.float64).eps * np.abs(denom).max(axis=0, initial=0.0)
+    keep = np.abs(denom) > cut[None, :]
+    inv = np.where(keep, 1.0 / np.where(keep, denom, 1.0), 0.0)
     C = (V @ (Y2 * inv)).reshape(Y.shape)
     if not np.all(np.isfinite(C)):
         raise ValueError("kernel ridge solve produced non-finite coefficients; check alpha "
