@@ -296,3 +296,180 @@ def test_bad_input(data):
 @parametrize_with_checks([InfiniteWidthRegressor(), InfiniteWidthClassifier()])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+# ------------------------------------------------- rejected fits change nothing
+def _snapshot(model):
+    return dict(vars(model))
+
+
+def _outputs(model, Xt):
+    if isinstance(model, InfiniteWidthClassifier):
+        return (model.decision_function(Xt, time=np.inf),)
+    return model.predict(Xt, return_std=True, time=np.inf)
+
+
+@pytest.mark.parametrize("cls", [InfiniteWidthRegressor, InfiniteWidthClassifier])
+def test_rejected_fit_leaves_model_as_it_was(cls, rng, monkeypatch):
+    X3, X5, Xt = (rng.standard_normal((20, 3)), rng.standard_normal((20, 5)),
+                  rng.standard_normal((4, 3)))
+    y = (X3[:, 0] > 0).astype(int) if cls is InfiniteWidthClassifier else np.sin(X3[:, 0])
+    model = cls(depth=2, b_std=0.1, diag_reg=1e-3).fit(X3, y)
+    before, state = _outputs(model, Xt), _snapshot(model)
+
+    def unchanged():
+        assert vars(model).keys() == state.keys()
+        for k, v in state.items():
+            assert vars(model)[k] is v or k in model.get_params(), k
+        for a, b in zip(_outputs(model, Xt), before, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+    good = model.get_params()
+    bad_params = [{"posterior": "gp"}, {"depth": 0}, {"activation": "tanh"}, {"w_std": -1.0},
+                  {"time": -1.0}, {"learning_rate": 0.0}, {"diag_reg": -1.0},
+                  {"cache_size": -1.0}, {"backend": "tpu"}]
+    for bad in bad_params:  # parameters are checked before the (5-feature) data
+        model.set_params(**bad)
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            model.fit(X5, y)
+        unchanged()  # the fitted parameters, not the rejected ones, make the predictions
+        model.set_params(**good)
+    X_nan = X5.copy()
+    X_nan[0, 0] = np.nan
+    y_bad = np.full(20, 0.5) if cls is InfiniteWidthClassifier else np.full(20, np.inf)
+    for Xb, yb in ((X_nan, y), (X5, y_bad), (X5[:1], y[:1])):
+        with pytest.raises(ValueError):
+            model.fit(Xb, yb)
+        unchanged()
+    with pytest.raises(ValueError, match=f"{cls.__name__}: fit on 20 rows.*cache_size"):
+        model.set_params(cache_size=1e-3).fit(X5, y)  # the memory guard, after the data
+    model.set_params(**good)
+    unchanged()
+
+    def broken(*args, **kwargs):
+        raise linalg.LinAlgError("injected failure midway")
+
+    monkeypatch.setattr("kernelkit.ridge._ensemble.linalg.eigh", broken)
+    with pytest.raises(linalg.LinAlgError, match="injected"):
+        model.fit(X5, y)
+    unchanged()
+
+
+# ------------------------------------------- eigenvalue floors relative to scale
+def _converged_ensemble(Th, Kn, Tt, Kt, Ktt, Y):
+    """Lee et al. (2019) at t = inf, diag_reg = 0, from a well-conditioned NTK."""
+    A = np.linalg.inv(Th)
+    cross = Tt @ A @ Kt.T
+    return Tt @ A @ Y, Ktt + Tt @ A @ Kn @ A @ Tt.T - cross - cross.T
+
+
+def test_ensemble_deep_relu_is_scale_equivariant(data):
+    """relu without bias: w_std**2 -> c w_std**2 multiplies NTK and NNGP by s = c**(depth+1),
+    leaving the converged mean unchanged and multiplying the covariance by s. depth=60 at
+    w_std=1 (kernel ~1e-16) once fell below an absolute eigenvalue floor: ~100% off."""
+    X, y, Xt = data
+    depth, w = 60, np.sqrt(2.0)
+    k = dict(depth=depth, w_std=w)
+    ntk, nngp = NTK(**k), NNGP(**k)
+    mean, cov = _converged_ensemble(ntk(X), nngp(X), ntk(Xt, X), nngp(Xt, X), nngp(Xt), y)
+    s = (w * w) ** (depth + 1)
+    model = InfiniteWidthRegressor(depth=depth).fit(X, y)
+    m, c = model.predict(Xt, return_cov=True)
+    np.testing.assert_allclose(m, mean, rtol=0, atol=1e-9 * np.abs(mean).max())
+    np.testing.assert_allclose(c * s, cov, rtol=0, atol=1e-8 * np.abs(cov).max())
+    # finite time: the w_std=1 network at time s t is the rescaled one at time t
+    t = 0.05
+    Th = ntk(X)
+    A = linalg.solve(Th, np.eye(len(y)) - linalg.expm(-t * Th / len(y)), assume_a="sym")
+    np.testing.assert_allclose(model.predict(Xt, time=s * t), ntk(Xt, X) @ A @ y, rtol=0,
+                               atol=1e-9 * np.abs(mean).max())
+
+
+def test_ensemble_depth_1000_is_not_zero(data):
+    """depth=1000, w_std=1: kernel values ~1e-298. The reference is the closed form on the
+    same kernel matrices multiplied by 2**1001 (exact), which brings them to O(1e3)."""
+    X, y, Xt = data
+    ntk, nngp, s = NTK(depth=1000), NNGP(depth=1000), 2.0**1001
+    mats = [f * s for f in (ntk(X), nngp(X), ntk(Xt, X), nngp(Xt, X), nngp(Xt))]
+    mean, cov = _converged_ensemble(*mats, y)
+    m, c = InfiniteWidthRegressor(depth=1000).fit(X, y).predict(Xt, return_cov=True)
+    assert np.abs(mean).max() > 0.05
+    np.testing.assert_allclose(m, mean, rtol=0, atol=1e-7 * np.abs(mean).max())
+    np.testing.assert_allclose(c * s, cov, rtol=0, atol=1e-7 * np.abs(cov).max())
+
+
+def test_ridge_pseudo_inverse_floor_is_relative(rng):
+    """alpha=0 on duplicate rows takes the pseudo-inverse path; the relu NTK without bias is
+    homogeneous (k(cx, cy) = c^2 k(x, y)), so the std at scale 1e-9 is 1e-9 times the std
+    at scale 1, which is k(x,x) - k_x K^+ k_x with NumPy's pinv (an absolute floor made
+    every direction null at 1e-9: the prior std)."""
+    X = rng.standard_normal((10, 3))
+    X, Xt = np.vstack([X, X]), rng.standard_normal((4, 3))
+    y = np.sin(X[:, 0])
+    k = NTK(depth=1)
+    K, Kt = k(X), k(Xt, X)
+    ref = np.sqrt(k.diag(Xt) - np.einsum("ij,jk,ik->i", Kt, np.linalg.pinv(K, hermitian=True),
+                                         Kt))
+    for c in (1.0, 1e-9):
+        with pytest.warns(linalg.LinAlgWarning):
+            model = KernelRidge(alpha=0.0, kernel=k).fit(c * X, y)
+            sd = model.predict(c * Xt, return_std=True)[1]
+        np.testing.assert_allclose(sd / c, ref, rtol=1e-6)
+
+
+# ------------------------------------------------------------ memory guards
+def test_ridge_std_factor_is_cached_and_guarded(data, monkeypatch):
+    from kernelkit.ridge import _gp
+
+    X, y, Xt = data
+    calls = []
+    real = _gp.linalg.cholesky
+    monkeypatch.setattr(_gp.linalg, "cholesky", lambda *a, **k: calls.append(1) or real(*a, **k))
+    model = KernelRidge(alpha=0.1, kernel=RBF(gamma=0.5)).fit(X, y)
+    gp = GaussianProcessRegressor(kernel=RBF(gamma=0.5), alpha=0.1, optimizer=None).fit(X, y)
+    gs = gp.predict(Xt, return_std=True)[1]
+    for _ in range(3):
+        np.testing.assert_allclose(model.predict(Xt, return_std=True)[1], gs, atol=1e-10)
+    np.testing.assert_allclose(model.predict(Xt, return_cov=True)[1],
+                               gp.predict(Xt, return_cov=True)[1], atol=1e-10)
+    assert len(calls) == 1  # factored once, not per call
+    model.set_params(alpha=1.0)  # new parameters: a new factor, with the new alpha
+    gp1 = GaussianProcessRegressor(kernel=RBF(gamma=0.5), alpha=1.0, optimizer=None).fit(X, y)
+    model.fit(X, y)
+    np.testing.assert_allclose(model.predict(Xt, return_std=True)[1],
+                               gp1.predict(Xt, return_std=True)[1], atol=1e-10)
+    assert len(calls) == 2
+    state = dict(vars(model))
+    # the factor must fit cache_size: refused before anything (n, n) is allocated
+    model.set_params(cache_size=1e-3)
+    with pytest.raises(ValueError, match="KernelRidge: predict.*30 training rows.*RLSNystroem"):
+        model.predict(Xt[:1], return_std=True)  # the cached factor belongs to other params
+    assert vars(model).keys() == state.keys()
+    np.testing.assert_array_equal(model.predict(Xt), model.set_params(cache_size=4096)
+                                  .predict(Xt))
+
+
+def test_ensemble_fit_guard_at_100k_rows():
+    """10^5 rows would need ~370 GiB: refused at once (only X is validated)."""
+    X = np.random.default_rng(0).standard_normal((100_000, 2))
+    with pytest.raises(ValueError, match=r"InfiniteWidthRegressor: fit on 100,000 rows needs "
+                                         r"373 GiB.*cache_size=4096 MiB.*RLSNystroem"):
+        InfiniteWidthRegressor().fit(X, X[:, 0])
+
+
+def test_ridge_moments_on_sparse_X(rng):
+    import scipy.sparse as sp
+
+    X = sp.random(40, 6, density=0.3, format="csr", random_state=0)
+    Xt = sp.random(7, 6, density=0.3, format="csc", random_state=1)
+    y = rng.standard_normal(40)
+    sparse = KernelRidge(kernel="rbf", gamma=0.3, alpha=0.1).fit(X, y)
+    gp = GaussianProcessRegressor(kernel=SkRBF(length_scale=np.sqrt(0.5 / 0.3)), alpha=0.1,
+                                  optimizer=None).fit(X.toarray(), y)
+    gm, gs = gp.predict(Xt.toarray(), return_std=True)
+    with kernelkit.config_context(working_memory=0.001):  # a few rows per block
+        m, s = sparse.predict(Xt, return_std=True)
+    np.testing.assert_allclose(m, gm, atol=1e-10)
+    np.testing.assert_allclose(s, gs, atol=1e-10)
+    np.testing.assert_allclose(sparse.predict(Xt, return_cov=True)[1],
+                               gp.predict(Xt.toarray(), return_cov=True)[1], atol=1e-10)

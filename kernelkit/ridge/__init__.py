@@ -3,7 +3,7 @@ and the Gaussian-process view (predictive moments, the trained infinite-width en
 
 from ._cv import KernelRidgeClassifierCV, KernelRidgeCV
 from ._falkon import FalkonClassifier, FalkonRegressor
-from ._gp import InfiniteWidthClassifier, InfiniteWidthRegressor
+from ._ensemble import InfiniteWidthClassifier, InfiniteWidthRegressor
 from ._kernel_ridge import KernelRidge, KernelRidgeClassifier, NTKRidge, NTKRidgeClassifier
 
 __all__ = ["KernelRidge", "KernelRidgeClassifier", "NTKRidge", "NTKRidgeClassifier",

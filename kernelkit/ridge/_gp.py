@@ -1,35 +1,25 @@
-"""Gaussian-process predictive moments and the trained infinite-width ensemble.
+"""Gaussian-process predictive moments of a fitted kernel ridge model.
 
-Two things live here:
-
-* :func:`ridge_predict_moments`: the Gaussian-process posterior of a fitted
-  :class:`~kernelkit.KernelRidge` / :class:`~kernelkit.NTKRidge` (kernel ``k``,
-  noise variance ``alpha``), as ``GaussianProcessRegressor.predict`` returns it;
-* :class:`InfiniteWidthRegressor` / :class:`InfiniteWidthClassifier`: the output
-  distribution, over random initialisations, of an infinitely wide network trained
-  for time ``t`` by gradient flow on the squared loss (Lee et al., "Wide Neural
-  Networks of Any Depth Evolve as Linear Models Under Gradient Descent", NeurIPS
-  2019), and the NNGP posterior.
+:func:`ridge_predict_moments` is the Gaussian-process posterior of a fitted
+:class:`~kernelkit.KernelRidge` / :class:`~kernelkit.NTKRidge` (kernel ``k``, noise
+variance ``alpha``), as ``GaussianProcessRegressor.predict`` returns it. The helpers
+here (flags, memory guards, variance clipping) are shared with the trained
+infinite-width ensemble (:mod:`kernelkit.ridge._ensemble`).
 """
 
+import threading
 import warnings
-from contextlib import nullcontext
+import weakref
 
 import numpy as np
+import scipy.sparse as sp
 from scipy import linalg
-from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin
-from sklearn.preprocessing import LabelBinarizer
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import validate_data
 
 from .._config import get_config
-from ..backend import resolve_backend
-from ..kernels import NNGP, NTK
-from ..kernels._resolve import KernelOperator
-from ..utils._threads import single_blas_thread
-from ..utils._validation import check_scalar_param
+from ..utils._threads import blas_threads_for
 
-__all__ = ["ridge_predict_moments", "InfiniteWidthRegressor", "InfiniteWidthClassifier"]
+__all__ = ["ridge_predict_moments"]
 
 _EPS = np.finfo(np.float64).eps
 
@@ -57,6 +47,32 @@ def _check_cov_size(n_bytes, m):
             "kernelkit.set_config(working_memory=...).")
 
 
+# Estimators whose O(n) memory scales past any dense (n, n) matrix; named by the guards.
+_AT_SCALE = ("for n in the tens of thousands and beyond, use kernelkit's RLSNystroem features "
+             "with sklearn.linear_model.BayesianRidge (its predict(X, return_std=True) is the "
+             "Nystroem GP's, O(n_components^2) memory), or FalkonRegressor / EigenProRegressor "
+             "for the mean alone")
+
+
+def check_dense_memory(n_bytes, owner, what, cache_size):
+    """Refuse, before allocating, (n, n) matrices beyond the ``cache_size`` budget (MiB).
+
+    Dense GP algebra holds whole (n, n) matrices; at n = 100,000 one is 74.5 GiB. The
+    budget is the estimator's ``cache_size``, its documented allowance for holding
+    kernel-sized matrices (``working_memory`` bounds the row blocks of each call).
+
+    Raises
+    ------
+    ValueError
+        Naming the estimator, the size needed, the budget and what to use instead.
+    """
+    if n_bytes > float(cache_size) * 2**20:
+        raise ValueError(
+            f"{owner}: {what} needs {n_bytes / 2**30:.3g} GiB of dense (n, n) float64 matrices, "
+            f"more than cache_size={cache_size:g} MiB. Fit on fewer rows or raise cache_size; "
+            f"{_AT_SCALE}.")
+
+
 def _clip_variance(var):
     """Variances are >= 0 in exact arithmetic; clip rounding below 0, with a warning."""
     neg = var < 0
@@ -79,6 +95,17 @@ def _rows_per_block(n, per_row_floats):
     return max(1, int(_budget() // (8 * max(1, n) * per_row_floats)))
 
 
+def null_floor(evals):
+    """Eigenvalues at or below this are null directions: relative to the largest.
+
+    ``n eps max|lam|`` is the rounding level of a symmetric eigensolver on an (n, n)
+    matrix, so the floor scales with the kernel: a kernel multiplied by ``c`` has
+    every eigenvalue and this floor multiplied by ``c`` (an absolute floor made
+    bias-free relu kernels of depth 60, values ~1e-18, all null).
+    """
+    return evals.size * _EPS * float(np.abs(evals).max(initial=0.0))
+
+
 # --------------------------------------------------------------- ridge posterior
 class _Whitener:
     """``W = L^{-1}`` for ``S K S + alpha I = L L^T`` (``S = diag(sqrt(w))``).
@@ -86,28 +113,35 @@ class _Whitener:
     ``k^T S (S K S + alpha I)^{-1} S k = ||W S k||^2`` is the reduction of the
     posterior variance. Cholesky when it succeeds; otherwise the
     eigendecomposition's pseudo-inverse square root (as the ridge solve's stable
-    path), with a warning.
+    path), with a warning. ``A`` (the kernel matrix) is overwritten.
     """
 
-    def __init__(self, K, alpha, sw):
-        n = K.shape[0]
-        A = K if sw is None else K * np.outer(sw, sw)
-        A = np.array(A, order="F", copy=True)
+    def __init__(self, A, alpha, sw, rebuild):
+        n = A.shape[0]
+        if sw is not None:
+            A *= sw[:, None]
+            A *= sw[None, :]
         A.flat[:: n + 1] += alpha
         self.sw = sw
-        try:
-            self.L = linalg.cholesky(A, lower=True, check_finite=False)
-            self.F = None
-        except linalg.LinAlgError:
-            A.flat[:: n + 1] -= alpha
-            w, V = linalg.eigh(A, check_finite=False)
-            w = w + alpha
-            tol = n * _EPS * max(1.0, float(np.abs(w).max()))
-            inv_sqrt = np.where(w > tol, 1.0 / np.sqrt(np.where(w > tol, w, 1.0)), 0.0)
-            self.L, self.F = None, V * inv_sqrt
-            warnings.warn(f"K + alpha*I is not numerically positive definite (alpha={alpha:g});"
-                          " predictive variances use its pseudo-inverse.",
-                          linalg.LinAlgWarning, stacklevel=4)
+        with blas_threads_for(n):
+            try:  # A is symmetric: its transpose is the Fortran-ordered matrix, factored in place
+                self.L = linalg.cholesky(A.T, lower=True, overwrite_a=True, check_finite=False)
+                self.F = None
+                return
+            except linalg.LinAlgError:
+                pass
+            A = rebuild()  # the failed factorization overwrote A
+            if sw is not None:
+                A *= np.outer(sw, sw)
+            w, V = linalg.eigh(A.T, overwrite_a=True, check_finite=False)
+        w = w + alpha
+        tol = null_floor(w)
+        inv_sqrt = np.where(w > tol, 1.0 / np.sqrt(np.where(w > tol, w, 1.0)), 0.0)
+        V *= inv_sqrt
+        self.L, self.F = None, V
+        warnings.warn(f"K + alpha*I is not numerically positive definite (alpha={alpha:g});"
+                      " predictive variances use its pseudo-inverse.",
+                      linalg.LinAlgWarning, stacklevel=5)
 
     def __call__(self, Kxt):
         """``W S k(X_fit, x)`` for the columns of ``Kxt`` (n, b)."""
@@ -118,6 +152,44 @@ class _Whitener:
         return linalg.solve_triangular(self.L, Kxt, lower=True, check_finite=False)
 
 
+# One factorization per fitted model and alpha, built on the first return_std/return_cov
+# call and reused (an (n, n) refactorization per call cost O(n^3) and, at n = 30,000, 7 GB
+# each time). Held beside the model, not in it: pickles and clones stay small, predict
+# leaves the estimator's __dict__ unchanged, and the entry dies with the model.
+_FACTORS = weakref.WeakKeyDictionary()
+_FACTORS_LOCK = threading.Lock()
+
+
+def _fitted_key(est):
+    """What the factor depends on: the fitted arrays (by identity) and the parameters."""
+    return (id(est.X_fit_), id(est.dual_coef_), repr(sorted(est.get_params(deep=False).items())))
+
+
+def _whiteners(est, op, distinct, sparse):
+    n = est.X_fit_.shape[0]
+    key = _fitted_key(est)
+    with _FACTORS_LOCK:
+        entry = _FACTORS.get(est)
+        if entry is None or entry["key"] != key:
+            # the fitted arrays are held too, so that their ids stay theirs
+            entry = {"key": key, "arrays": (est.X_fit_, est.dual_coef_), "white": {}}
+            _FACTORS[est] = entry
+        missing = [a for a in distinct if a not in entry["white"]]
+        if missing:
+            owner = type(est).__name__
+            check_dense_memory(8.0 * n * n * (len(entry["white"]) + len(missing)), owner,
+                               f"predict(return_std/return_cov) on {n:,} training rows (the "
+                               f"factor of K + alpha*I, for {len(distinct)} alpha value(s))",
+                               est._cache_mib())
+        sw = getattr(est, "_sqrt_sample_weight", None)
+        for a in missing:
+            def rebuild():
+                return np.array(op.block_host(est.X_fit_, None), dtype=np.float64, order="C")
+
+            entry["white"][a] = _Whitener(rebuild(), float(a), sw, rebuild)
+        return [entry["white"][a] for a in distinct]
+
+
 def ridge_predict_moments(est, X, return_std=False, return_cov=False):
     """Mean and standard deviation or covariance of a fitted kernel ridge model.
 
@@ -126,14 +198,16 @@ def ridge_predict_moments(est, X, return_std=False, return_cov=False):
     mean is the ridge prediction ``k(x, X) (K + alpha I)^{-1} y`` and the covariance
     ``k(x, x') - k(x, X) (K + alpha I)^{-1} k(X, x')``, the values of
     ``GaussianProcessRegressor(kernel, alpha=alpha, optimizer=None).predict``
-    (Rasmussen & Williams 2006, Algorithm 2.1). ``K + alpha I`` is factored again
-    at each call (O(n^3)); the standard deviation is computed in row blocks within
-    ``working_memory``.
+    (Rasmussen & Williams 2006, Algorithm 2.1). ``K + alpha I`` is factored once,
+    on the first such call (O(n^3) time, one (n, n) float64 factor per distinct
+    ``alpha`` held beside the model until it is refitted or freed); every call then
+    computes the standard deviation in row blocks within ``working_memory``.
 
     Parameters
     ----------
     est : fitted KernelRidge or NTKRidge
-    X : array-like of shape (n_samples, n_features)
+    X : array-like or sparse matrix of shape (n_samples, n_features)
+        Sparse where the fitted kernel accepts it (scikit-learn's kernels).
     return_std, return_cov : bool
         At most one of them True.
 
@@ -149,7 +223,9 @@ def ridge_predict_moments(est, X, return_std=False, return_cov=False):
     ------
     ValueError
         If both flags are True, for ``kernel="precomputed"`` (the test-test kernel
-        is not available), or if the covariance exceeds ``working_memory``.
+        is not available), if the factor exceeds the estimator's ``cache_size``
+        (the message names the estimators for larger n), or if the covariance
+        exceeds ``working_memory``.
     """
     _check_flags(return_std, return_cov)
     mean = est._decision(X)
@@ -158,414 +234,34 @@ def ridge_predict_moments(est, X, return_std=False, return_cov=False):
     if est._precomputed():
         raise ValueError("return_std/return_cov need k(X, X) on the test points, which "
                          "kernel='precomputed' does not provide; pass the kernel instead.")
-    X = validate_data(est, X, reset=False, dtype=np.float64)
-    op = est._operator()
+    X = validate_data(est, X, reset=False, dtype=np.float64,
+                      accept_sparse=("csr", "csc") if est._sparse_ok() else False)
+    sparse = sp.issparse(X) or sp.issparse(est.X_fit_)
+    if sparse:  # scikit-learn's kernels slice rows of CSR
+        X = sp.csr_matrix(X) if sp.issparse(X) else X
+    op = est._operator(sparse)
     n, m = est.X_fit_.shape[0], X.shape[0]
     alphas = np.atleast_1d(est.alpha).astype(np.float64)
     n_targets = 1 if mean.ndim == 1 else mean.shape[1]
-    distinct = np.unique(alphas)
+    distinct = [float(a) for a in np.unique(alphas)]
     if return_cov:
         _check_cov_size(8 * (m * m * (1 + len(distinct)) + n * m * 2), m)
-    K = op.block_host(est.X_fit_, None)
-    sw = getattr(est, "_sqrt_sample_weight", None)
+    whites = _whiteners(est, op, distinct, sparse)
+    Xfit = sp.csr_matrix(est.X_fit_) if sp.issparse(est.X_fit_) else est.X_fit_
     out = {}
-    for a in distinct:
-        with single_blas_thread() if n < 1500 else nullcontext():
-            white = _Whitener(K, float(a), sw)
-            if return_cov:
-                Z = white(op.block_host(est.X_fit_, X))
-                out[a] = _clip_cov_diag(op.block_host(X, None) - Z.T @ Z)
-            else:
-                var = np.empty(m)
-                rows = _rows_per_block(n, 3)
-                for r0 in range(0, m, rows):
-                    Xb = X[r0:r0 + rows]
-                    Z = white(op.block_host(est.X_fit_, Xb))
-                    var[r0:r0 + rows] = op.diag(Xb) - np.einsum("ij,ij->j", Z, Z)
-                out[a] = np.sqrt(_clip_variance(var))
+    for a, white in zip(distinct, whites, strict=True):
+        if return_cov:
+            Z = white(op.block_host(Xfit, X))
+            out[a] = _clip_cov_diag(op.block_host(X, None) - Z.T @ Z)
+            continue
+        var = np.empty(m)
+        rows = _rows_per_block(n, 3)
+        for r0 in range(0, m, rows):
+            Xb = X[r0:r0 + rows]
+            Z = white(op.block_host(Xfit, Xb))
+            var[r0:r0 + rows] = op.diag(Xb) - np.einsum("ij,ij->j", Z, Z)
+        out[a] = np.sqrt(_clip_variance(var))
     per_target = [out[a] for a in np.broadcast_to(alphas, (n_targets,))]
     if mean.ndim == 1:
         return mean, per_target[0]
     return mean, np.stack(per_target, axis=-1)
-
-
-# ------------------------------------------------------ infinite-width ensemble
-def _check_time(time, name="time"):
-    t = np.asarray(time, dtype=np.float64) if not isinstance(time, str) else None
-    if t is None or t.ndim > 1 or t.size == 0 or np.any(np.isnan(t)) or np.any(t < 0):
-        raise ValueError(f"{name} must be a non-negative number (np.inf for the converged "
-                         f"network) or a 1-D array of them, got {time!r}.")
-    return t
-
-
-def _flow_weights(evals, t, scale, tol):
-    """``h_t(lam) = (1 - exp(-scale lam t)) / lam`` for each ``t`` (rows) and eigenvalue.
-
-    Eigenvalues at or below ``tol`` are null directions of the kernel: the flow
-    does not move along them (weight 0 at ``t = inf``, the exact limit
-    ``scale * t`` otherwise, multiplied by a kernel row that vanishes there).
-    """
-    lam, tt = evals[None, :], t[:, None]
-    big = lam > tol
-    safe = np.where(big, lam, 1.0)
-    finite = np.isfinite(tt)
-    tf = np.where(finite, tt, 0.0)
-    h = np.where(finite, -np.expm1(-scale * safe * tf) / safe, 1.0 / safe)
-    return np.where(big, h, np.where(finite, scale * tf, 0.0))
-
-
-class _InfiniteWidthBase(BaseEstimator):
-    """Eigendecomposition of the training kernel in ``fit``; moments at any ``t``."""
-
-    def __init__(self, depth=1, activation="relu", w_std=1.0, b_std=None, time=np.inf,
-                 learning_rate=1.0, diag_reg=0.0, posterior="ntk", backend=None):
-        self.depth = depth
-        self.activation = activation
-        self.w_std = w_std
-        self.b_std = b_std
-        self.time = time
-        self.learning_rate = learning_rate
-        self.diag_reg = diag_reg
-        self.posterior = posterior
-        self.backend = backend
-
-    def _kernels(self):
-        args = {"depth": self.depth, "activation": self.activation, "w_std": self.w_std,
-                "b_std": self.b_std}
-        nngp = KernelOperator(NNGP(**args), self.n_features_in_, self.backend_)
-        if self.posterior == "nngp":
-            return nngp, nngp
-        return KernelOperator(NTK(**args), self.n_features_in_, self.backend_), nngp
-
-    def _fit_targets(self, X, Y):
-        if not isinstance(self.posterior, str) or self.posterior not in ("ntk", "nngp"):
-            raise ValueError(f"posterior must be 'ntk' or 'nngp', got {self.posterior!r}.")
-        t = _check_time(self.time)
-        if t.ndim:
-            raise ValueError(f"time must be a scalar here (pass an array of times to predict),"
-                             f" got {self.time!r}.")
-        check_scalar_param(self.learning_rate, "learning_rate", low=0.0)
-        reg = check_scalar_param(self.diag_reg, "diag_reg", low=0.0, low_inclusive=True)
-        self.backend_ = resolve_backend(self.backend, X)
-        theta, nngp = self._kernels()  # validates the architecture parameters
-        n = X.shape[0]
-        Y2 = Y.reshape(n, -1)
-        G = theta.block_host(X, None)
-        Kdd = G if theta is nngp else nngp.block_host(X, None)
-        G.flat[:: n + 1] += reg
-        with single_blas_thread() if n < 1500 else nullcontext():
-            w, V = linalg.eigh(G, overwrite_a=theta is not nngp, check_finite=False)
-            self.eigenvalues_, self.eigenvectors_ = w, V
-            self.y_eigenbasis_ = V.T @ Y2
-            # V^T K V: the NNGP covariance of the initial functions in the NTK eigenbasis
-            self.nngp_eigenbasis_ = None if theta is nngp else V.T @ Kdd @ V
-        self.X_fit_ = X
-        self._n_outputs = Y2.shape[1]
-        self._y_1d = Y.ndim == 1
-        return self
-
-    def _moments(self, X, time, return_std, return_cov):
-        check_is_fitted(self)
-        _check_flags(return_std, return_cov)
-        t = _check_time(self.time if time is None else time)
-        X = validate_data(self, X, reset=False, dtype=np.float64)
-        theta, nngp = self._kernels()
-        ts = np.atleast_1d(t)
-        n, m, k, T = self.X_fit_.shape[0], X.shape[0], self._n_outputs, ts.size
-        w, V = self.eigenvalues_, self.eigenvectors_
-        tol = n * _EPS * max(1.0, float(np.abs(w).max()))
-        # loss 1/(2 n k) ||f(X) - Y||^2, as neural-tangents: time unit eta / (n k)
-        scale = float(self.learning_rate) / (n * k)
-        H = _flow_weights(w, ts, scale, tol)  # (T, n)
-        ntk = self.posterior == "ntk"
-        mean = np.empty((T, m, k))
-        var = np.empty((T, m)) if return_std else None
-        if return_cov:
-            _check_cov_size(8 * (T * m * m + 3 * m * n + m * m), m)
-            rows = m
-        else:
-            rows = _rows_per_block(n, 4 + T * k / max(1, n))
-        coef = H[:, :, None] * self.y_eigenbasis_[None]  # (T, n, k)
-        coef = coef.transpose(1, 0, 2).reshape(n, T * k)
-        for r0 in range(0, m, rows):
-            Xb = X[r0:r0 + rows]
-            P = theta.block_host(Xb, self.X_fit_) @ V
-            mean[:, r0:r0 + rows] = (P @ coef).reshape(-1, T, k).transpose(1, 0, 2)
-            if not (return_std or return_cov):
-                continue
-            if ntk:
-                Q = nngp.block_host(Xb, self.X_fit_) @ V
-                M = self.nngp_eigenbasis_
-            else:
-                H2 = _flow_weights(w, 2.0 * ts, scale, tol)
-            if return_std:
-                # the terms linear in h_t are one product for all times at once
-                prior = nngp.diag(Xb)
-                if ntk:
-                    v = prior[None, :] - 2.0 * (H @ (P * Q).T)
-                    for i in range(T):  # the quadratic term: O(n^2) per row and time
-                        Ph = P * H[i]
-                        v[i] += np.einsum("ij,ij->i", Ph @ M, Ph)
-                else:
-                    v = prior[None, :] - H2 @ (P * P).T
-                var[:, r0:r0 + rows] = v
-            else:
-                prior = nngp.block_host(Xb, None)
-                cov = np.empty((T, m, m))
-                for i in range(T):
-                    if ntk:
-                        Ph = P * H[i]
-                        cross = Ph @ Q.T
-                        cov[i] = prior + Ph @ M @ Ph.T - cross - cross.T
-                    else:
-                        cov[i] = prior - (P * H2[i]) @ P.T
-                cov = _clip_cov_diag(cov)
-        mean = mean[..., 0] if self._y_1d else mean
-        if return_std:
-            std = np.sqrt(_clip_variance(var))
-            std = std if self._y_1d else np.repeat(std[..., None], k, axis=-1)
-        if t.ndim == 0:
-            mean = mean[0]
-            if return_std:
-                std = std[0]
-            if return_cov:
-                cov = cov[0]
-        if return_std:
-            return mean, std
-        if return_cov:
-            return mean, cov
-        return mean
-
-
-_ENSEMBLE_PARAMS = """
-    depth : int >= 1, default=1
-        Number of hidden layers of the infinitely wide fully-connected network.
-    activation : {"relu", "erf"}, default="relu"
-    w_std : float > 0, default=1.0
-        Weight standard deviation (NTK parameterization).
-    b_std : float >= 0 or None, default=None
-        Bias standard deviation; None means no bias.
-    time : float >= 0, default=np.inf
-        Training time ``t`` of gradient flow (in steps of ``learning_rate``);
-        ``np.inf`` is the converged network. ``predict`` may override it with an
-        array of times.
-    learning_rate : float > 0, default=1.0
-        Only ``learning_rate * time`` matters (continuous-time gradient descent).
-    diag_reg : float >= 0, default=0.0
-        Added to the diagonal of the training kernel (absolute units: with
-        ``diag_reg = alpha`` the mean at ``t = inf`` is :class:`NTKRidge` with
-        ``alpha``). 0 is exact gradient flow; kernel null directions are not
-        moved along (pseudo-inverse), which is the exact limit.
-    posterior : {"ntk", "nngp"}, default="ntk"
-        "ntk": the ensemble of networks trained by gradient flow on all layers
-        (NTK dynamics, NNGP initial distribution); "nngp": only the readout layer
-        trained, which at ``t = inf`` is the exact NNGP Gaussian-process posterior
-        (noise variance ``diag_reg``).
-    backend : {"auto", "numpy", "numba", "cupy"} or None, default=None
-        Engine for the kernel evaluations; resolved in ``fit`` into ``backend_``."""
-
-_ENSEMBLE_MATH = """
-    With ``Theta`` the NTK and ``K`` the NNGP kernel on the ``n`` training rows (``k``
-    outputs), ``G = Theta + diag_reg I`` (``K + diag_reg I`` for ``posterior="nngp"``)
-    and ``A_t = G^{-1} (I - exp(-eta t G / (n k)))`` (the loss is the mean squared
-    error ``||f(X) - Y||^2 / (2 n k)``, as in neural-tangents), the output on test
-    rows ``x`` is Gaussian (Lee et al. 2019, "Gaussian processes from gradient
-    descent training") with
-
-    * mean ``mu_t(x) = Theta(x, X) A_t Y``,
-    * covariance ``K(x, x') + Theta(x, X) A_t K A_t Theta(X, x')
-      - (Theta(x, X) A_t K(X, x') + transpose)``,
-
-    and for ``posterior="nngp"`` mean ``K(x, X) A_t Y`` and covariance
-    ``K(x, x') - K(x, X) A_{2t} K(X, x')``. ``fit`` computes the
-    eigendecomposition ``G = V diag(lam) V^T`` once (O(n^3)); then every ``t`` only
-    rescales eigenvalues: ``predict`` costs one kernel block and one product with
-    ``V`` per test row, plus O(n k) (mean) or O(n^2) (``posterior="ntk"`` variance)
-    per test row and time. Memory: three (n, n) float64 matrices after ``fit``;
-    ``predict`` works in row blocks within ``working_memory``."""
-
-
-class InfiniteWidthRegressor(MultiOutputMixin, RegressorMixin, _InfiniteWidthBase):
-    """The trained infinite ensemble of infinitely wide networks, at any training time.
-
-    The distribution, over random initialisations, of the outputs of a fully
-    connected network of infinite width (``[Dense(w_std, b_std), activation] *
-    depth + Dense``, NTK parameterization) trained by gradient flow on the squared
-    loss for time ``t``: a Gaussian process whose mean and covariance have closed
-    forms in the NTK and the NNGP kernel. At ``t = 0`` it is the NNGP prior
-    (mean 0); at ``t = inf`` the mean is NTK kernel regression.
-    {math}
-
-    Reference: J. Lee, L. Xiao, S. Schoenholz, Y. Bahri, R. Novak, J. Sohl-Dickstein
-    and J. Pennington, "Wide Neural Networks of Any Depth Evolve as Linear Models
-    Under Gradient Descent", NeurIPS 2019.
-
-    Parameters
-    ----------
-    {params}
-
-    Attributes
-    ----------
-    eigenvalues_ : ndarray of shape (n_samples,)
-        Eigenvalues of the regularised training NTK (NNGP for ``posterior="nngp"``).
-    eigenvectors_ : ndarray of shape (n_samples, n_samples)
-    y_eigenbasis_ : ndarray of shape (n_samples, n_outputs)
-        ``eigenvectors_.T @ y``.
-    nngp_eigenbasis_ : ndarray of shape (n_samples, n_samples) or None
-        ``V^T K V`` (None for ``posterior="nngp"``).
-    X_fit_ : ndarray of shape (n_samples, n_features)
-    backend_ : str
-    n_features_in_ : int
-    feature_names_in_ : ndarray of shape (`n_features_in_`,)
-
-    Raises
-    ------
-    ValueError
-        In ``fit``: NaN/inf, fewer than 2 samples, negative ``time`` or
-        ``diag_reg``, non-positive ``learning_rate``, unknown ``posterior``,
-        invalid architecture parameters.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from kernelkit.ridge import InfiniteWidthRegressor
-    >>> X = np.linspace(-1, 1, 20)[:, None]; y = np.sin(3 * X[:, 0])
-    >>> model = InfiniteWidthRegressor(depth=2, b_std=0.1).fit(X, y)
-    >>> mean, std = model.predict(X[:3], return_std=True, time=[1.0, 100.0, np.inf])
-    >>> mean.shape, std.shape
-    ((3, 3), (3, 3))
-    """
-
-    def fit(self, X, y):
-        """Eigendecompose the training kernel.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
-
-        Returns
-        -------
-        self : object
-        """
-        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=np.float64,
-                             ensure_min_samples=2)
-        return self._fit_targets(X, y)
-
-    def predict(self, X, return_std=False, return_cov=False, time=None):
-        """Mean (and standard deviation or covariance) of the ensemble at time ``t``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        return_std : bool, default=False
-            Also return the standard deviation of the output at each row.
-        return_cov : bool, default=False
-            Also return the joint covariance of the rows (must fit
-            ``working_memory``).
-        time : float or array-like of shape (n_times,), default=None
-            Training time(s) (>= 0, ``np.inf`` allowed); None uses ``self.time``.
-            An array adds a leading ``n_times`` axis to every output (a training
-            curve at the cost of about one prediction).
-
-        Returns
-        -------
-        y_mean : ndarray of shape ([n_times,] n_samples[, n_outputs])
-        y_std : ndarray, same shape as ``y_mean``
-            Only with ``return_std``.
-        y_cov : ndarray of shape ([n_times,] n_samples, n_samples)
-            Only with ``return_cov`` (the same for every output).
-
-        Raises
-        ------
-        ValueError
-            Negative or NaN ``time``; both ``return_std`` and ``return_cov``;
-            a covariance larger than ``working_memory``.
-        """
-        return self._moments(X, time, return_std, return_cov)
-
-
-class InfiniteWidthClassifier(ClassifierMixin, _InfiniteWidthBase):
-    """Classification by the trained infinite-width ensemble on one-hot MSE targets.
-
-    As :class:`InfiniteWidthRegressor` on the one-hot encoding of the classes
-    (one column per class, also for two classes), the mean-squared-error
-    classification of Lee et al. (2019); the predicted class is the argmax of the
-    ensemble's mean output.
-    {math}
-
-    Parameters
-    ----------
-    {params}
-
-    Attributes
-    ----------
-    classes_ : ndarray of shape (n_classes,)
-    eigenvalues_, eigenvectors_, y_eigenbasis_, nngp_eigenbasis_, X_fit_, backend_
-        As :class:`InfiniteWidthRegressor`.
-    n_features_in_ : int
-    """
-
-    def fit(self, X, y):
-        """Eigendecompose the training kernel for one-hot targets.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-            Class labels of any type.
-
-        Returns
-        -------
-        self : object
-        """
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
-        check_classification_targets(y)
-        lb = LabelBinarizer().fit(y)
-        self.classes_ = lb.classes_
-        Y = lb.transform(y).astype(np.float64)
-        if Y.shape[1] == 1:
-            Y = np.hstack([1.0 - Y, Y])
-        return self._fit_targets(X, Y)
-
-    def decision_function(self, X, time=None):
-        """Ensemble mean output per class (one-hot scale).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        time : float or array-like, default=None
-            As :meth:`InfiniteWidthRegressor.predict`.
-
-        Returns
-        -------
-        scores : ndarray of shape ([n_times,] n_samples, n_classes)
-            For two classes, as scikit-learn's binary classifiers: the difference
-            of the two outputs, shape ``([n_times,] n_samples)``, positive for
-            ``classes_[1]``.
-        """
-        scores = self._moments(X, time, False, False)
-        return scores[..., 1] - scores[..., 0] if len(self.classes_) == 2 else scores
-
-    def predict(self, X, time=None):
-        """Class with the largest ensemble mean output.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        time : float or array-like, default=None
-
-        Returns
-        -------
-        y_pred : ndarray of shape ([n_times,] n_samples)
-        """
-        scores = self.decision_function(X, time)
-        if len(self.classes_) == 2:
-            return self.classes_[(scores > 0).astype(int)]
-        return self.classes_[np.argmax(scores, axis=-1)]
-
-
-for _cls in (InfiniteWidthRegressor, InfiniteWidthClassifier):
-    _cls.__doc__ = (_cls.__doc__.replace("{math}", _ENSEMBLE_MATH.rstrip())
-                    .replace("{params}", _ENSEMBLE_PARAMS.strip()))
-del _cls

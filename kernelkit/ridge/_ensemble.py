@@ -1,0 +1,452 @@
+"""The trained infinite-width ensemble: output moments of wide networks at any training time.
+
+:class:`InfiniteWidthRegressor` / :class:`InfiniteWidthClassifier`: the output
+distribution, over random initialisations, of an infinitely wide network trained
+for time ``t`` by gradient flow on the squared loss (Lee et al., "Wide Neural
+Networks of Any Depth Evolve as Linear Models Under Gradient Descent", NeurIPS
+2019), and the NNGP posterior.
+"""
+
+import numpy as np
+from scipy import linalg
+from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin
+from sklearn.preprocessing import LabelBinarizer
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ..backend import resolve_backend
+from ..kernels import NNGP, NTK
+from ..kernels._resolve import KernelOperator
+from ..utils._state import atomic
+from ..utils._threads import blas_threads_for
+from ..utils._validation import check_scalar_param
+from ._gp import (_check_cov_size, _check_flags, _clip_cov_diag, _clip_variance,
+                  _rows_per_block, check_dense_memory, null_floor)
+
+__all__ = ["InfiniteWidthRegressor", "InfiniteWidthClassifier"]
+
+
+def _check_time(time, name="time"):
+    t = np.asarray(time, dtype=np.float64) if not isinstance(time, str) else None
+    if t is None or t.ndim > 1 or t.size == 0 or np.any(np.isnan(t)) or np.any(t < 0):
+        raise ValueError(f"{name} must be a non-negative number (np.inf for the converged "
+                         f"network) or a 1-D array of them, got {time!r}.")
+    return t
+
+
+def _flow_weights(evals, t, scale, tol):
+    """``h_t(lam) = (1 - exp(-scale lam t)) / lam`` for each ``t`` (rows) and eigenvalue.
+
+    Eigenvalues at or below ``tol`` are null directions of the kernel: the flow
+    does not move along them (weight 0 at ``t = inf``, the exact limit
+    ``scale * t`` otherwise, multiplied by a kernel row that vanishes there).
+    """
+    lam, tt = evals[None, :], t[:, None]
+    big = lam > tol
+    safe = np.where(big, lam, 1.0)
+    finite = np.isfinite(tt)
+    tf = np.where(finite, tt, 0.0)
+    h = np.where(finite, -np.expm1(-scale * safe * tf) / safe, 1.0 / safe)
+    return np.where(big, h, np.where(finite, scale * tf, 0.0))
+
+
+class _InfiniteWidthBase(BaseEstimator):
+    """Eigendecomposition of the training kernel in ``fit``; moments at any ``t``."""
+
+    def __init__(self, depth=1, activation="relu", w_std=1.0, b_std=None, time=np.inf,
+                 learning_rate=1.0, diag_reg=0.0, posterior="ntk", cache_size=4096,
+                 backend=None):
+        self.depth = depth
+        self.activation = activation
+        self.w_std = w_std
+        self.b_std = b_std
+        self.time = time
+        self.learning_rate = learning_rate
+        self.diag_reg = diag_reg
+        self.posterior = posterior
+        self.cache_size = cache_size
+        self.backend = backend
+
+    def _arch(self):
+        return {"depth": self.depth, "activation": self.activation, "w_std": self.w_std,
+                "b_std": self.b_std}
+
+    def _kernels(self):
+        """The fitted (NTK or NNGP, NNGP) operators: from the fit's parameters, so that a
+        ``set_params`` not followed by a successful ``fit`` changes no prediction."""
+        cfg = self._fit_config
+        nngp = KernelOperator(NNGP(**cfg["arch"]), self.n_features_in_, self.backend_)
+        if cfg["posterior"] == "nngp":
+            return nngp, nngp
+        return KernelOperator(NTK(**cfg["arch"]), self.n_features_in_, self.backend_), nngp
+
+    def _check_params(self):
+        """Every parameter, before the data is looked at (a rejected fit changes nothing)."""
+        if not isinstance(self.posterior, str) or self.posterior not in ("ntk", "nngp"):
+            raise ValueError(f"posterior must be 'ntk' or 'nngp', got {self.posterior!r}.")
+        t = _check_time(self.time)
+        if t.ndim:
+            raise ValueError(f"time must be a scalar here (pass an array of times to predict),"
+                             f" got {self.time!r}.")
+        lr = check_scalar_param(self.learning_rate, "learning_rate", low=0.0)
+        check_scalar_param(self.diag_reg, "diag_reg", low=0.0, low_inclusive=True)
+        check_scalar_param(self.cache_size, "cache_size", low=0.0, low_inclusive=True)
+        NNGP(**self._arch()).spec(1)  # the architecture parameters (none depends on d)
+        resolve_backend(self.backend)  # the name; "auto" is resolved again on X
+        return {"posterior": self.posterior, "arch": self._arch(), "learning_rate": lr}
+
+    def _fit_targets(self, X, Y, config):
+        reg = float(self.diag_reg)
+        n = X.shape[0]
+        ntk = config["posterior"] == "ntk"
+        # peak: G, the NNGP matrix, the eigenvectors, V^T K V and one product temporary
+        check_dense_memory(8.0 * n * n * (5 if ntk else 2), type(self).__name__,
+                           f"fit on {n:,} rows", self.cache_size)
+        self.backend_ = resolve_backend(self.backend, X)
+        self._fit_config = config
+        theta, nngp = self._kernels()
+        Y2 = Y.reshape(n, -1)
+        G = theta.block_host(X, None)
+        Kdd = nngp.block_host(X, None) if ntk else None
+        G.flat[:: n + 1] += reg
+        with blas_threads_for(n):
+            # G is symmetric: its transpose is Fortran-ordered, decomposed in place
+            w, V = linalg.eigh(G.T, overwrite_a=True, check_finite=False)
+            del G
+            self.eigenvalues_, self.eigenvectors_ = w, V
+            self.y_eigenbasis_ = V.T @ Y2
+            # V^T K V: the NNGP covariance of the initial functions in the NTK eigenbasis
+            self.nngp_eigenbasis_ = V.T @ (Kdd @ V) if ntk else None
+        self.X_fit_ = X
+        self._n_outputs = Y2.shape[1]
+        self._y_1d = Y.ndim == 1
+        return self
+
+    def _moments(self, X, time, return_std, return_cov):
+        check_is_fitted(self)
+        _check_flags(return_std, return_cov)
+        t = _check_time(self.time if time is None else time)
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        theta, nngp = self._kernels()
+        ts = np.atleast_1d(t)
+        n, m, k, T = self.X_fit_.shape[0], X.shape[0], self._n_outputs, ts.size
+        w, V = self.eigenvalues_, self.eigenvectors_
+        tol = null_floor(w)
+        # loss 1/(2 n k) ||f(X) - Y||^2, as neural-tangents: time unit eta / (n k)
+        scale = self._fit_config["learning_rate"] / (n * k)
+        H = _flow_weights(w, ts, scale, tol)  # (T, n)
+        ntk = self._fit_config["posterior"] == "ntk"
+        mean = np.empty((T, m, k))
+        var = np.empty((T, m)) if return_std else None
+        if return_cov:
+            _check_cov_size(8 * (T * m * m + 3 * m * n + m * m), m)
+            rows = m
+        else:
+            rows = _rows_per_block(n, 4 + T * k / max(1, n))
+        coef = H[:, :, None] * self.y_eigenbasis_[None]  # (T, n, k)
+        coef = coef.transpose(1, 0, 2).reshape(n, T * k)
+        for r0 in range(0, m, rows):
+            Xb = X[r0:r0 + rows]
+            P = theta.block_host(Xb, self.X_fit_) @ V
+            mean[:, r0:r0 + rows] = (P @ coef).reshape(-1, T, k).transpose(1, 0, 2)
+            if not (return_std or return_cov):
+                continue
+            if ntk:
+                Q = nngp.block_host(Xb, self.X_fit_) @ V
+                M = self.nngp_eigenbasis_
+            else:
+                H2 = _flow_weights(w, 2.0 * ts, scale, tol)
+            if return_std:
+                # the terms linear in h_t are one product for all times at once
+                prior = nngp.diag(Xb)
+                if ntk:
+                    v = prior[None, :] - 2.0 * (H @ (P * Q).T)
+                    for i in range(T):  # the quadratic term: O(n^2) per row and time
+                        Ph = P * H[i]
+                        v[i] += np.einsum("ij,ij->i", Ph @ M, Ph)
+                else:
+                    v = prior[None, :] - H2 @ (P * P).T
+                var[:, r0:r0 + rows] = v
+            else:
+                prior = nngp.block_host(Xb, None)
+                cov = np.empty((T, m, m))
+                for i in range(T):
+                    if ntk:
+                        Ph = P * H[i]
+                        cross = Ph @ Q.T
+                        cov[i] = prior + Ph @ M @ Ph.T - cross - cross.T
+                    else:
+                        cov[i] = prior - (P * H2[i]) @ P.T
+                cov = _clip_cov_diag(cov)
+        mean = mean[..., 0] if self._y_1d else mean
+        if return_std:
+            std = np.sqrt(_clip_variance(var))
+            std = std if self._y_1d else np.repeat(std[..., None], k, axis=-1)
+        if t.ndim == 0:
+            mean = mean[0]
+            if return_std:
+                std = std[0]
+            if return_cov:
+                cov = cov[0]
+        if return_std:
+            return mean, std
+        if return_cov:
+            return mean, cov
+        return mean
+
+
+_ENSEMBLE_PARAMS = """
+    depth : int >= 1, default=1
+        Number of hidden layers of the infinitely wide fully-connected network.
+    activation : {"relu", "erf"}, default="relu"
+    w_std : float > 0, default=1.0
+        Weight standard deviation (NTK parameterization).
+    b_std : float >= 0 or None, default=None
+        Bias standard deviation; None means no bias.
+    time : float >= 0, default=np.inf
+        Training time ``t`` of gradient flow (in steps of ``learning_rate``);
+        ``np.inf`` is the converged network. ``predict`` may override it with an
+        array of times.
+    learning_rate : float > 0, default=1.0
+        Only ``learning_rate * time`` matters (continuous-time gradient descent).
+    diag_reg : float >= 0, default=0.0
+        Added to the diagonal of the training kernel (absolute units: with
+        ``diag_reg = alpha`` the mean at ``t = inf`` is :class:`NTKRidge` with
+        ``alpha``). 0 is exact gradient flow; kernel null directions are not
+        moved along (pseudo-inverse), which is the exact limit.
+    posterior : {"ntk", "nngp"}, default="ntk"
+        "ntk": the ensemble of networks trained by gradient flow on all layers
+        (NTK dynamics, NNGP initial distribution); "nngp": only the readout layer
+        trained, which at ``t = inf`` is the exact NNGP Gaussian-process posterior
+        (noise variance ``diag_reg``).
+    cache_size : float >= 0, default=4096
+        MiB that ``fit`` may take for its dense (n, n) float64 matrices (about
+        ``5 n^2`` of them at peak for ``posterior="ntk"``, ``2 n^2`` for "nngp"; the
+        default admits n ~ 10,000 and ~ 16,000). A larger training set raises a
+        ``ValueError`` before anything is allocated, naming the estimators that
+        scale further.
+    backend : {"auto", "numpy", "numba", "cupy"} or None, default=None
+        Engine for the kernel evaluations; resolved in ``fit`` into ``backend_``."""
+
+_ENSEMBLE_MATH = """
+    With ``Theta`` the NTK and ``K`` the NNGP kernel on the ``n`` training rows (``k``
+    outputs), ``G = Theta + diag_reg I`` (``K + diag_reg I`` for ``posterior="nngp"``)
+    and ``A_t = G^{-1} (I - exp(-eta t G / (n k)))`` (the loss is the mean squared
+    error ``||f(X) - Y||^2 / (2 n k)``, as in neural-tangents), the output on test
+    rows ``x`` is Gaussian (Lee et al. 2019, "Gaussian processes from gradient
+    descent training") with
+
+    * mean ``mu_t(x) = Theta(x, X) A_t Y``,
+    * covariance ``K(x, x') + Theta(x, X) A_t K A_t Theta(X, x')
+      - (Theta(x, X) A_t K(X, x') + transpose)``,
+
+    and for ``posterior="nngp"`` mean ``K(x, X) A_t Y`` and covariance
+    ``K(x, x') - K(x, X) A_{2t} K(X, x')``. ``fit`` computes the
+    eigendecomposition ``G = V diag(lam) V^T`` once (O(n^3)); then every ``t`` only
+    rescales eigenvalues: ``predict`` costs one kernel block and one product with
+    ``V`` per test row, plus O(n k) (mean) or O(n^2) (``posterior="ntk"`` variance)
+    per test row and time. Memory: two (n, n) float64 matrices after ``fit`` (one
+    for "nngp"), bounded by ``cache_size``; ``predict`` works in row blocks within
+    ``working_memory``.
+
+    Scale: for relu without bias the NTK and the NNGP kernel are both homogeneous
+    of degree ``depth + 1`` in ``w_std**2``, so multiplying ``w_std**2`` by ``c``
+    multiplies both kernels by ``s = c**(depth + 1)``; with ``diag_reg`` multiplied
+    by ``s`` too, the mean at time ``t`` equals the original mean at time ``s t``
+    and the covariance is ``s`` times the original's at ``s t`` (at ``t = inf``:
+    the same mean, standard deviations times ``sqrt(s)``). Null directions are
+    eigenvalues below ``n eps`` times the largest, a floor that scales alike, so
+    the computed ensemble keeps this equivariance (e.g. ``depth=1000`` with
+    ``w_std=1``, kernel values ~1e-298)."""
+
+
+class InfiniteWidthRegressor(MultiOutputMixin, RegressorMixin, _InfiniteWidthBase):
+    """The trained infinite ensemble of infinitely wide networks, at any training time.
+
+    The distribution, over random initialisations, of the outputs of a fully
+    connected network of infinite width (``[Dense(w_std, b_std), activation] *
+    depth + Dense``, NTK parameterization) trained by gradient flow on the squared
+    loss for time ``t``: a Gaussian process whose mean and covariance have closed
+    forms in the NTK and the NNGP kernel. At ``t = 0`` it is the NNGP prior
+    (mean 0); at ``t = inf`` the mean is NTK kernel regression.
+    {math}
+
+    Reference: J. Lee, L. Xiao, S. Schoenholz, Y. Bahri, R. Novak, J. Sohl-Dickstein
+    and J. Pennington, "Wide Neural Networks of Any Depth Evolve as Linear Models
+    Under Gradient Descent", NeurIPS 2019.
+
+    Parameters
+    ----------
+    {params}
+
+    Attributes
+    ----------
+    eigenvalues_ : ndarray of shape (n_samples,)
+        Eigenvalues of the regularised training NTK (NNGP for ``posterior="nngp"``).
+    eigenvectors_ : ndarray of shape (n_samples, n_samples)
+    y_eigenbasis_ : ndarray of shape (n_samples, n_outputs)
+        ``eigenvectors_.T @ y``.
+    nngp_eigenbasis_ : ndarray of shape (n_samples, n_samples) or None
+        ``V^T K V`` (None for ``posterior="nngp"``).
+    X_fit_ : ndarray of shape (n_samples, n_features)
+    backend_ : str
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+
+    Raises
+    ------
+    ValueError
+        In ``fit`` (the model is then left as it was): NaN/inf, fewer than 2
+        samples, negative ``time``, ``diag_reg`` or ``cache_size``, non-positive
+        ``learning_rate``, unknown ``posterior`` or ``backend``, invalid
+        architecture parameters (all checked before the data), or a training set
+        whose dense matrices exceed ``cache_size``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelkit.ridge import InfiniteWidthRegressor
+    >>> X = np.linspace(-1, 1, 20)[:, None]; y = np.sin(3 * X[:, 0])
+    >>> model = InfiniteWidthRegressor(depth=2, b_std=0.1).fit(X, y)
+    >>> mean, std = model.predict(X[:3], return_std=True, time=[1.0, 100.0, np.inf])
+    >>> mean.shape, std.shape
+    ((3, 3), (3, 3))
+    """
+
+    @atomic
+    def fit(self, X, y):
+        """Eigendecompose the training kernel.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+
+        Returns
+        -------
+        self : object
+        """
+        config = self._check_params()
+        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=np.float64,
+                             ensure_min_samples=2)
+        return self._fit_targets(X, y, config)
+
+    def predict(self, X, return_std=False, return_cov=False, time=None):
+        """Mean (and standard deviation or covariance) of the ensemble at time ``t``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        return_std : bool, default=False
+            Also return the standard deviation of the output at each row.
+        return_cov : bool, default=False
+            Also return the joint covariance of the rows (must fit
+            ``working_memory``).
+        time : float or array-like of shape (n_times,), default=None
+            Training time(s) (>= 0, ``np.inf`` allowed); None uses ``self.time``.
+            An array adds a leading ``n_times`` axis to every output (a training
+            curve at the cost of about one prediction).
+
+        Returns
+        -------
+        y_mean : ndarray of shape ([n_times,] n_samples[, n_outputs])
+        y_std : ndarray, same shape as ``y_mean``
+            Only with ``return_std``.
+        y_cov : ndarray of shape ([n_times,] n_samples, n_samples)
+            Only with ``return_cov`` (the same for every output).
+
+        Raises
+        ------
+        ValueError
+            Negative or NaN ``time``; both ``return_std`` and ``return_cov``;
+            a covariance larger than ``working_memory``.
+        """
+        return self._moments(X, time, return_std, return_cov)
+
+
+class InfiniteWidthClassifier(ClassifierMixin, _InfiniteWidthBase):
+    """Classification by the trained infinite-width ensemble on one-hot MSE targets.
+
+    As :class:`InfiniteWidthRegressor` on the one-hot encoding of the classes
+    (one column per class, also for two classes), the mean-squared-error
+    classification of Lee et al. (2019); the predicted class is the argmax of the
+    ensemble's mean output.
+    {math}
+
+    Parameters
+    ----------
+    {params}
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    eigenvalues_, eigenvectors_, y_eigenbasis_, nngp_eigenbasis_, X_fit_, backend_
+        As :class:`InfiniteWidthRegressor`.
+    n_features_in_ : int
+    """
+
+    @atomic
+    def fit(self, X, y):
+        """Eigendecompose the training kernel for one-hot targets.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Class labels of any type.
+
+        Returns
+        -------
+        self : object
+        """
+        config = self._check_params()
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
+        check_classification_targets(y)
+        lb = LabelBinarizer().fit(y)
+        self.classes_ = lb.classes_
+        Y = lb.transform(y).astype(np.float64)
+        if Y.shape[1] == 1:
+            Y = np.hstack([1.0 - Y, Y])
+        return self._fit_targets(X, Y, config)
+
+    def decision_function(self, X, time=None):
+        """Ensemble mean output per class (one-hot scale).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        time : float or array-like, default=None
+            As :meth:`InfiniteWidthRegressor.predict`.
+
+        Returns
+        -------
+        scores : ndarray of shape ([n_times,] n_samples, n_classes)
+            For two classes, as scikit-learn's binary classifiers: the difference
+            of the two outputs, shape ``([n_times,] n_samples)``, positive for
+            ``classes_[1]``.
+        """
+        scores = self._moments(X, time, False, False)
+        return scores[..., 1] - scores[..., 0] if len(self.classes_) == 2 else scores
+
+    def predict(self, X, time=None):
+        """Class with the largest ensemble mean output.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        time : float or array-like, default=None
+
+        Returns
+        -------
+        y_pred : ndarray of shape ([n_times,] n_samples)
+        """
+        scores = self.decision_function(X, time)
+        if len(self.classes_) == 2:
+            return self.classes_[(scores > 0).astype(int)]
+        return self.classes_[np.argmax(scores, axis=-1)]
+
+
+for _cls in (InfiniteWidthRegressor, InfiniteWidthClassifier):
+    _cls.__doc__ = (_cls.__doc__.replace("{math}", _ENSEMBLE_MATH.rstrip())
+                    .replace("{params}", _ENSEMBLE_PARAMS.strip()))
+del _cls
