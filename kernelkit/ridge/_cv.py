@@ -1,6 +1,8 @@
 """Kernel ridge with built-in model selection: exact leave-one-out, GCV or K-fold over
 ``alphas`` and the kernel's own parameters, one eigendecomposition per kernel (and fold)."""
 
+import warnings
+from inspect import signature
 from numbers import Integral
 
 import numpy as np
@@ -51,6 +53,19 @@ def _check_cv_param(cv):
         raise ValueError(f"cv must be None, 'gcv', an int, a splitter or an iterable of "
                          f"(train, test) splits; got {cv!r}.")
     return cv
+
+
+def _weight_params(scorer, sample_weight):
+    """Scorer keyword arguments: the weights of the scored points, where the scorer takes
+    them (as ``GridSearchCV`` forwards ``sample_weight``); a warning where it does not."""
+    if sample_weight is None or scorer is None:
+        return {}
+    accept = getattr(scorer, "_accept_sample_weight", None)
+    if accept() if accept is not None else "sample_weight" in signature(scorer).parameters:
+        return {"sample_weight": sample_weight}
+    warnings.warn(f"the scoring {scorer} does not take sample_weight: the validation scores "
+                  "are unweighted.", UserWarning, stacklevel=4)
+    return {}
 
 
 class _GivenRegressor(RegressorMixin, BaseEstimator):
@@ -116,10 +131,9 @@ class _KernelRidgeCVBase(BaseEstimator):
     def _validated_weights(self, sample_weight, X):
         if sample_weight is None:
             return None
-        w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-        if not w.sum() > 0:
-            raise ValueError("sample_weight must have a positive sum.")
-        return w
+        # scikit-learn's check: finite, non-negative, not all zero, one per sample
+        return _check_sample_weight(sample_weight, X, dtype=np.float64,
+                                    ensure_non_negative=True)
 
     def _score(self, scorer, pred, y_true, per_target, score_params):
         """Score out-of-sample values ``pred`` (n, n_columns) against ``y_true``."""
@@ -138,7 +152,7 @@ class _KernelRidgeCVBase(BaseEstimator):
         ridge = EigenRidge(*weighted(K, Y, sw))
         if warn:
             ridge.check_alphas(alphas, type(self).__name__)
-        params = {} if sample_weight is None else {"sample_weight": sample_weight}
+        params = _weight_params(scorer, sample_weight)
         scores, values = [], []
         for alpha in alphas:
             r = ridge.loo_residuals(alpha) if mode == "loo" else ridge.gcv_residuals(alpha)
@@ -155,6 +169,7 @@ class _KernelRidgeCVBase(BaseEstimator):
     def _kfold_candidate(self, K, Y, y_true, sw, folds, alphas, scorer, per_target, warn):
         given = _GivenClassifier(self._classes) if is_classifier(self) else _GivenRegressor()
         scorer = check_scoring(given, None) if scorer is None else scorer  # r2 / accuracy
+        weights = None if sw is None else sw * sw
         fold_scores = []
         for k, (tr, te) in enumerate(folds):
             swt = None if sw is None else sw[tr]
@@ -163,8 +178,9 @@ class _KernelRidgeCVBase(BaseEstimator):
                 ridge.check_alphas(alphas, type(self).__name__)
             cross = K[np.ix_(te, tr)]
             P = ridge.projected(cross if swt is None else cross * swt[None, :])
+            params = _weight_params(scorer, None if weights is None else weights[te])
             fold_scores.append([self._score(scorer, ridge.predict_from(P, a), y_true[te],
-                                            per_target, {}) for a in alphas])
+                                            per_target, params) for a in alphas])
         return list(np.mean(np.asarray(fold_scores, dtype=np.float64), axis=0))
 
     def _search(self, X, Y, y_true, sample_weight, groups, y_split):
@@ -286,8 +302,9 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
         None: the negative mean squared leave-one-out (or GCV) residual, with
         ``sample_weight`` the weighted one as :class:`~sklearn.linear_model.RidgeCV`
         defines it; :math:`R^2` for K-fold (as ``RidgeCV``). A scorer name or callable
-        is evaluated on the leave-one-out (GCV) predictions with ``sample_weight``, or
-        on each test fold (unweighted, as ``GridSearchCV``), and averaged over folds.
+        is evaluated on the leave-one-out (GCV) predictions, or on each test fold and
+        averaged over folds (as ``GridSearchCV``), with the scored points'
+        ``sample_weight`` where the scorer takes it (else a warning).
     alpha_per_target : bool, default=False
         With several targets, pick an alpha for each (the kernel parameters, one kernel
         for all targets, maximise the mean over targets of each one's best score).
@@ -403,8 +420,8 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
         -------
         y_pred : ndarray of shape (n_samples,) or (n_samples, n_targets)
         """
-        return self.best_estimator_.predict(self._predict_input(X), return_std=return_std,
-                                            return_cov=return_cov)
+        X = self._predict_input(X)
+        return self.best_estimator_.predict(X, return_std=return_std, return_cov=return_cov)
 
 
 class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
@@ -509,7 +526,8 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
         -------
         scores : ndarray of shape (n_samples,) for two classes, else (n_samples, n_classes)
         """
-        return self.best_estimator_.decision_function(self._predict_input(X))
+        X = self._predict_input(X)
+        return self.best_estimator_.decision_function(X)
 
     def predict(self, X):
         """Predicted class labels.
@@ -522,7 +540,8 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
         -------
         y_pred : ndarray of shape (n_samples,)
         """
-        return self.best_estimator_.predict(self._predict_input(X))
+        X = self._predict_input(X)
+        return self.best_estimator_.predict(X)
 
 
 def _fill_docs():

@@ -1,0 +1,359 @@
+"""KernelRidgeCV / KernelRidgeClassifierCV: exact leave-one-out, GCV and K-fold selection.
+
+Every value is checked against an independent computation: explicit refits with one point
+left out, the GCV closed form from a dense solve, scikit-learn's RidgeCV / RidgeClassifierCV
+(the linear kernel) and GridSearchCV over KernelRidge.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.base import clone
+from sklearn.linear_model import RidgeClassifierCV, RidgeCV
+from sklearn.metrics.pairwise import laplacian_kernel, rbf_kernel
+from sklearn.model_selection import GridSearchCV, KFold, LeaveOneOut, cross_val_score
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from kernelkit import KernelRidge, KernelRidgeClassifier, KernelRidgeClassifierCV, KernelRidgeCV
+from kernelkit.kernels import NTK, Matern
+from kernelkit.ridge import _cv_grid, _loo
+
+ALPHAS = (1e-3, 1e-2, 1e-1, 1.0)
+
+
+def _data(n=30, d=3, seed=0, targets=None):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] + 0.2 * rng.normal(size=n)
+    if targets:
+        y = np.column_stack([y] + [np.cos(k * X[:, 2]) + 0.3 * rng.normal(size=n)
+                                   for k in range(1, targets)])
+    return X, y
+
+
+def _weights(n, seed=1):
+    w = np.random.default_rng(seed).uniform(0.2, 3.0, n)
+    w[3] = 0.0  # a zero weight: its leave-one-out prediction is the full fit's
+    return w
+
+
+def _explicit_loo(make, X, y, w=None):
+    """n refits, each without one point: the definition of leave-one-out."""
+    out = []
+    for i in range(X.shape[0]):
+        keep = np.arange(X.shape[0]) != i
+        fit = make().fit(X[keep], y[keep], None if w is None else w[keep])
+        f = fit.decision_function if hasattr(fit, "decision_function") else fit.predict
+        out.append(f(X[i:i + 1])[0])
+    return np.asarray(out)
+
+
+# ----------------------------------------------------------------- exact leave-one-out
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("targets", [None, 2])
+def test_loo_predictions_equal_explicit_refits(weighted, targets):
+    X, y = _data(targets=targets)
+    w = _weights(len(y)) if weighted else None
+    cv = KernelRidgeCV(ALPHAS, kernel="rbf", gamma=0.4, scoring="neg_mean_squared_error",
+                       store_cv_results=True).fit(X, y, sample_weight=w)
+    for j, alpha in enumerate(ALPHAS):
+        loo = _explicit_loo(lambda: KernelRidge(alpha=alpha, kernel="rbf", gamma=0.4,
+                                                solver="cholesky"), X, y, w)
+        assert_allclose(cv.cv_results_[..., j], loo, rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_loo_squared_errors_and_score_are_ridgecv_s(weighted):
+    X, y = _data()
+    w = _weights(len(y)) if weighted else None
+    cv = KernelRidgeCV(ALPHAS, kernel="rbf", gamma=0.4, store_cv_results=True).fit(X, y, w)
+    for j, alpha in enumerate(ALPHAS):
+        loo = _explicit_loo(lambda: KernelRidge(alpha=alpha, kernel="rbf", gamma=0.4,
+                                                solver="cholesky"), X, y, w)
+        sq = (y - loo) ** 2 * (1.0 if w is None else w)  # RidgeCV's weighted LOO error
+        assert_allclose(cv.cv_results_[:, j], sq, rtol=0, atol=1e-8)
+        assert_allclose(cv.scores_[0, j], -sq.mean(), rtol=1e-8)
+    assert cv.best_score_ == cv.scores_.max()
+    assert cv.alpha_ == ALPHAS[int(np.argmax(cv.scores_[0]))]
+
+
+@pytest.mark.parametrize("kernel, grid", [
+    ("laplacian", {"gamma": [0.2, 0.7]}),
+    ("matern", {"gamma": [0.3], "nu": [0.5, 1.5, 2.5]}),
+    (Matern(nu=2.5), {"gamma": [0.2, 1.0]}),
+])
+def test_loo_of_shared_distance_kernels_equal_engine_refits(kernel, grid):
+    X, y = _data(n=20)
+    cv = KernelRidgeCV((1e-2, 1.0), kernel=kernel, param_grid=grid, scoring="r2",
+                       store_cv_results=True).fit(X, y)
+    for c, cand in enumerate(cv.candidate_params_):
+        for j, alpha in enumerate((1e-2, 1.0)):
+            kw = _cv_grid.ridge_params(cv, cand)
+            loo = _explicit_loo(lambda: KernelRidge(alpha=alpha, solver="cholesky", **kw), X, y)
+            assert_allclose(cv.cv_results_[c, :, j], loo, rtol=0, atol=1e-8)
+
+
+def test_one_distance_matrix_and_one_eigh_per_kernel(monkeypatch):
+    X, y = _data()
+    calls = {"cdist": 0, "eigh": 0}
+    cdist, eigh = _cv_grid.cdist, _loo.linalg.eigh
+
+    def count_cdist(*a, **k):
+        calls["cdist"] += 1
+        return cdist(*a, **k)
+
+    def count_eigh(*a, **k):
+        calls["eigh"] += 1
+        return eigh(*a, **k)
+
+    monkeypatch.setattr(_cv_grid, "cdist", count_cdist)
+    monkeypatch.setattr(_loo.linalg, "eigh", count_eigh)
+    KernelRidgeCV(ALPHAS, kernel="rbf", param_grid={"gamma": [0.1, 0.3, 1.0, 3.0]}).fit(X, y)
+    assert calls == {"cdist": 1, "eigh": 4}
+    calls.update(cdist=0, eigh=0)
+    KernelRidgeCV(ALPHAS, kernel="rbf", param_grid={"gamma": [0.1, 1.0]}, cv=3).fit(X, y)
+    assert calls == {"cdist": 1, "eigh": 6}  # one per (kernel, fold), none per alpha
+
+
+# ------------------------------------------------------------------------------- GCV
+@pytest.mark.parametrize("weighted", [False, True])
+def test_gcv_equals_its_closed_form(weighted):
+    X, y = _data(targets=2)
+    n = len(y)
+    w = _weights(n) if weighted else np.ones(n)
+    cv = KernelRidgeCV(ALPHAS, kernel="rbf", gamma=0.5, cv="gcv", alpha_per_target=True)
+    cv.fit(X, y, sample_weight=w if weighted else None)
+    s = np.sqrt(w)
+    Kw = rbf_kernel(X, gamma=0.5) * np.outer(s, s)
+    Yw = y * s[:, None]
+    for j, alpha in enumerate(ALPHAS):
+        H = np.linalg.solve(Kw + alpha * np.eye(n), Kw).T  # K (K + alpha I)^-1
+        gcv = n * np.sum((Yw - H @ Yw) ** 2, axis=0) / (n - np.trace(H)) ** 2
+        assert_allclose(-cv.scores_[0, j], gcv, rtol=1e-9)
+
+
+# ----------------------------------------------------------- peers: RidgeCV, GridSearchCV
+@pytest.mark.parametrize("weighted", [False, True])
+def test_linear_kernel_equals_ridgecv_without_intercept(weighted):
+    X, y = _data(n=40, d=5)
+    w = _weights(len(y)) if weighted else None
+    alphas = (1e-2, 0.3, 3.0, 30.0)
+    ours = KernelRidgeCV(alphas, store_cv_results=True).fit(X, y, w)
+    peer = RidgeCV(alphas, fit_intercept=False, store_cv_results=True).fit(X, y, w)
+    assert ours.alpha_ == peer.alpha_
+    assert_allclose(ours.best_score_, peer.best_score_, rtol=1e-9)
+    assert_allclose(ours.cv_results_, peer.cv_results_, rtol=1e-8, atol=1e-12)
+    assert_allclose(ours.predict(X), X @ peer.coef_, atol=1e-9)
+
+
+def test_linear_classifier_equals_ridgeclassifiercv_without_intercept():
+    X, y = _data(n=60, d=4)
+    labels = np.digitize(y, [-0.5, 0.5])  # three classes
+    alphas = (1e-2, 1.0, 30.0)
+    for scoring in (None, "accuracy"):
+        ours = KernelRidgeClassifierCV(alphas, scoring=scoring).fit(X, labels)
+        peer = RidgeClassifierCV(alphas, fit_intercept=False, scoring=scoring).fit(X, labels)
+        assert ours.alpha_ == peer.alpha_
+        assert_allclose(ours.best_score_, peer.best_score_, rtol=1e-9)
+        assert_array_equal(ours.predict(X), peer.predict(X))
+
+
+def test_selection_equals_gridsearch_leave_one_out():
+    X, y = _data(n=25)
+    gammas = [0.05, 0.3, 2.0]
+    ours = KernelRidgeCV(ALPHAS, kernel="rbf", param_grid={"gamma": gammas}).fit(X, y)
+    peer = GridSearchCV(KernelRidge(kernel="rbf", solver="cholesky"),
+                        {"alpha": list(ALPHAS), "gamma": gammas}, cv=LeaveOneOut(),
+                        scoring="neg_mean_squared_error").fit(X, y)
+    assert ours.best_params_ == {"gamma": peer.best_params_["gamma"]}
+    assert ours.alpha_ == peer.best_params_["alpha"]
+    assert_allclose(ours.best_score_, peer.best_score_, rtol=1e-8)
+    table = peer.cv_results_["mean_test_score"].reshape(len(ALPHAS), len(gammas)).T
+    assert_allclose(ours.scores_, table, rtol=1e-8)
+
+
+def test_kernel_object_grid_equals_gridsearch_over_kernel_params():
+    X, y = _data(n=20)
+    grid = {"depth": [1, 2], "b_std": [0.0, 0.5]}
+    ours = KernelRidgeCV(ALPHAS, kernel=NTK(), param_grid=grid).fit(X, y)
+    peer = GridSearchCV(KernelRidge(kernel=NTK(), solver="cholesky"),
+                        {"alpha": list(ALPHAS), "kernel__depth": grid["depth"],
+                         "kernel__b_std": grid["b_std"]}, cv=LeaveOneOut(),
+                        scoring="neg_mean_squared_error").fit(X, y)
+    assert ours.alpha_ == peer.best_params_["alpha"]
+    assert ours.best_params_ == {"b_std": peer.best_params_["kernel__b_std"],
+                                 "depth": peer.best_params_["kernel__depth"]}
+    assert_allclose(ours.best_score_, peer.best_score_, rtol=1e-8)
+    assert ours.best_estimator_.kernel.get_params()["depth"] == ours.best_params_["depth"]
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_kfold_scores_equal_gridsearch(weighted):
+    X, y = _data(n=36)
+    w = _weights(len(y)) if weighted else None
+    folds = KFold(4, shuffle=True, random_state=0)
+    gammas = [0.1, 1.0]
+    ours = KernelRidgeCV(ALPHAS, kernel="rbf", param_grid={"gamma": gammas}, cv=folds)
+    ours.fit(X, y, sample_weight=w)
+    peer = GridSearchCV(KernelRidge(kernel="rbf", solver="cholesky"),
+                        {"alpha": list(ALPHAS), "gamma": gammas}, cv=folds)
+    peer.fit(X, y, **({} if w is None else {"sample_weight": w}))
+    table = peer.cv_results_["mean_test_score"].reshape(len(ALPHAS), len(gammas)).T
+    assert_allclose(ours.scores_, table, rtol=1e-9)  # R^2 per fold, averaged
+    assert ours.alpha_ == peer.best_params_["alpha"]
+    assert ours.best_params_["gamma"] == peer.best_params_["gamma"]
+
+
+def test_kfold_classifier_scores_equal_gridsearch():
+    X, y = _data(n=48)
+    labels = np.where(y > 0, "pos", "neg")
+    ours = KernelRidgeClassifierCV(ALPHAS, kernel="rbf", gamma=0.5, cv=4,
+                                   scoring="roc_auc").fit(X, labels)
+    peer = GridSearchCV(KernelRidgeClassifier(kernel="rbf", gamma=0.5, solver="cholesky"),
+                        {"alpha": list(ALPHAS)}, cv=4, scoring="roc_auc").fit(X, labels)
+    assert_allclose(ours.scores_[0], peer.cv_results_["mean_test_score"], rtol=1e-9)
+
+
+def test_classifier_loo_decision_values_equal_explicit_refits():
+    X, y = _data(n=24)
+    labels = np.digitize(y, [-0.5, 0.5])
+    w = _weights(len(y))
+    cv = KernelRidgeClassifierCV(ALPHAS, kernel="rbf", gamma=0.5, scoring="accuracy",
+                                 store_cv_results=True).fit(X, labels, w)
+    loo = _explicit_loo(lambda: KernelRidgeClassifier(alpha=ALPHAS[1], kernel="rbf",
+                                                      gamma=0.5, solver="cholesky"),
+                        X, labels, w)
+    assert_allclose(cv.cv_results_[:, :, 1], loo, atol=1e-8)
+
+
+# --------------------------------------------------------- per-target alphas and the refit
+def test_alpha_per_target_equals_separate_fits():
+    X, Y = _data(targets=3)
+    for cv in (None, "gcv", 3):
+        joint = KernelRidgeCV(ALPHAS, kernel="rbf", gamma=0.4, cv=cv,
+                              alpha_per_target=True).fit(X, Y)
+        single = [KernelRidgeCV(ALPHAS, kernel="rbf", gamma=0.4, cv=cv).fit(X, Y[:, j])
+                  for j in range(3)]
+        assert_array_equal(joint.alpha_, [s.alpha_ for s in single])
+        assert_allclose(joint.best_score_, [s.best_score_ for s in single], rtol=1e-9)
+        assert_allclose(joint.predict(X), np.column_stack([s.predict(X) for s in single]),
+                        atol=1e-9)
+
+
+def test_refit_equals_kernel_ridge_at_the_selection():
+    X, y = _data()
+    cv = KernelRidgeCV(ALPHAS, kernel="rbf", param_grid={"gamma": [0.1, 1.0]}).fit(X, y)
+    ref = KernelRidge(alpha=cv.alpha_, kernel="rbf", gamma=cv.best_params_["gamma"],
+                      solver="cholesky").fit(X, y)
+    assert isinstance(cv.best_estimator_, KernelRidge)
+    assert_allclose(cv.best_estimator_.dual_coef_, ref.dual_coef_, rtol=1e-12)
+    X_new = _data(seed=5)[0]
+    assert_allclose(cv.predict(X_new), ref.predict(X_new), rtol=1e-12)
+
+
+def test_precomputed_equals_the_kernel_it_holds():
+    X, y = _data()
+    K = laplacian_kernel(X, gamma=0.3)
+    for cv in (None, "gcv", 3):
+        pre = KernelRidgeCV(ALPHAS, kernel="precomputed", cv=cv).fit(K, y)
+        lap = KernelRidgeCV(ALPHAS, kernel="laplacian", gamma=0.3, cv=cv).fit(X, y)
+        assert pre.alpha_ == lap.alpha_
+        assert_allclose(pre.scores_, lap.scores_, rtol=1e-9)
+        assert_allclose(pre.predict(K[:5]), lap.predict(X[:5]), atol=1e-9)
+
+
+def test_sparse_input_equals_dense():
+    X, y = _data()
+    grid = {"gamma": [0.2, 1.0]}
+    dense = KernelRidgeCV(ALPHAS, kernel="rbf", param_grid=grid).fit(X, y)
+    sparse = KernelRidgeCV(ALPHAS, kernel="rbf", param_grid=grid).fit(sp.csr_matrix(X), y)
+    assert_allclose(sparse.scores_, dense.scores_, rtol=1e-9)
+    assert sparse.best_params_ == dense.best_params_
+
+
+def test_gridsearch_over_a_cv_estimators_other_parameters():
+    X, y = _data(n=40)
+    base = KernelRidgeCV(ALPHAS, gamma=0.5)
+    search = GridSearchCV(base, {"kernel": ["rbf", "laplacian"]}, cv=3).fit(X, y)
+    manual = {k: cross_val_score(clone(base).set_params(kernel=k), X, y, cv=3).mean()
+              for k in ("rbf", "laplacian")}
+    assert search.best_params_["kernel"] == max(manual, key=manual.get)
+    assert_allclose(search.best_score_, max(manual.values()), rtol=1e-12)
+
+
+def test_round_off_alphas_warn():
+    X, y = _data()
+    with pytest.warns(RuntimeWarning, match="round-off"):
+        KernelRidgeCV((1e-18, 1.0), kernel="rbf").fit(X, y)
+
+
+# ---------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize("params, match", [
+    ({"alphas": []}, "alphas"),
+    ({"alphas": [1.0, 0.0]}, "alphas"),
+    ({"alphas": [-1.0]}, "alphas"),
+    ({"alphas": [np.nan, 1.0]}, "alphas"),
+    ({"alphas": [np.inf]}, "alphas"),
+    ({"alphas": ["a"]}, "alphas"),
+    ({"kernel": "rbf", "param_grid": {"depth": [1]}}, "param_grid key 'depth'"),
+    ({"kernel": "linear", "param_grid": {"gamma": [1.0]}}, "param_grid key 'gamma'"),
+    ({"kernel": NTK(), "param_grid": {"gamma": [1.0]}}, "param_grid key 'gamma'"),
+    ({"kernel": "rbf", "param_grid": {"alpha": [1.0]}}, "alphas"),
+    ({"kernel": "rbf", "param_grid": {"gamma": []}}, "param_grid"),
+    ({"kernel": "rbf", "param_grid": "gamma"}, "param_grid"),
+    ({"kernel": "precomputed", "param_grid": {"gamma": [1.0]}}, "precomputed"),
+    ({"cv": "loo"}, "cv"),
+    ({"cv": 1}, "cv"),
+    ({"cv": 3, "store_cv_results": True}, "store_cv_results"),
+    ({"scoring": "not_a_scorer"}, "scoring"),
+    ({"kernel": "rbf", "param_grid": {"gamma": [-1.0]}}, "gamma"),
+])
+def test_bad_parameters_raise_and_leave_the_model_unchanged(params, match):
+    X, y = _data()
+    model = KernelRidgeCV(ALPHAS, kernel="rbf", gamma=0.5).fit(X, y)
+    before = model.predict(X)
+    state = dict(vars(model))
+    model.set_params(**params)
+    with pytest.raises(ValueError, match=match):
+        model.fit(np.abs(X) @ np.abs(X).T if params.get("kernel") == "precomputed" else X, y)
+    assert set(vars(model)) == set(state)
+    assert model.best_estimator_ is state["best_estimator_"]
+    assert_array_equal(model.predict(X), before)
+
+
+def test_parameters_are_checked_before_data():
+    with pytest.raises(ValueError, match="alphas"):
+        KernelRidgeCV(alphas=[]).fit([[np.nan]], [1.0])
+
+
+def test_bad_sample_weight_and_labels():
+    X, y = _data()
+    with pytest.raises(ValueError, match="[Ss]ample weight"):
+        KernelRidgeCV(ALPHAS).fit(X, y, sample_weight=np.zeros(len(y)))
+    with pytest.raises(ValueError, match="sample_weight"):
+        KernelRidgeCV(ALPHAS).fit(X, y, sample_weight=np.ones(3))
+    with pytest.raises(ValueError, match="[Nn]egative"):
+        KernelRidgeCV(ALPHAS).fit(X, y, sample_weight=-np.ones(len(y)))
+    with pytest.raises(ValueError, match="classes"):
+        KernelRidgeClassifierCV(ALPHAS).fit(X, np.ones(len(y)))
+
+
+def test_inputs_are_not_modified():
+    X, y = _data()
+    w = _weights(len(y))
+    copies = X.copy(), y.copy(), w.copy()
+    KernelRidgeCV(ALPHAS, kernel="rbf", param_grid={"gamma": [0.5]}).fit(X, y, w)
+    for a, b in zip((X, y, w), copies):
+        assert_array_equal(a, b)
+
+
+@parametrize_with_checks([KernelRidgeCV(), KernelRidgeClassifierCV(),
+                          KernelRidgeCV(kernel="rbf", param_grid={"gamma": [0.1, 1.0]}, cv=3),
+                          KernelRidgeClassifierCV(kernel="rbf", cv="gcv")])
+def test_sklearn_compatible(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        check(estimator)
