@@ -168,10 +168,13 @@ def _knn_kernel_reference(X, k, Xq=None):
     K = 0.5 * (np.eye(len(X)) + W / np.sqrt(np.outer(deg, deg)))
     if Xq is None:
         return K
+    # a query stands in for the training point nearest to it (its Voronoi cell)
     Dq = np.sqrt(((Xq[:, None] - X[None]) ** 2).sum(-1))
+    own = np.arange(len(X))[None, :] == Dq.argmin(1)[:, None]
+    Dq = np.where(own, np.inf, Dq)
     rq = np.sort(Dq, axis=1)[:, k - 1]
     Wq = (Dq <= rq[:, None]) | (Dq <= r[None, :])
-    return K, 0.5 * Wq / np.sqrt(np.outer(Wq.sum(1), deg))
+    return K, 0.5 * (own + Wq / np.sqrt(np.outer(Wq.sum(1), deg)))
 
 
 @pytest.mark.parametrize("transform, s", [
@@ -229,7 +232,8 @@ def test_convergence_warning_and_history():
 
 def test_verbose_reports_progress(capsys):
     X, y, y_semi, lab = _data()
-    STKRRegressor(verbose=2, max_iter=3).fit(X, y_semi)
+    with pytest.warns(ConvergenceWarning, match="max_iter=3 was reached"):
+        STKRRegressor(verbose=2, max_iter=3).fit(X, y_semi)
     out = capsys.readouterr().out
     assert "[STKRRegressor] inverse_laplacian/cg 1/3: residual=" in out
     assert "[STKRRegressor] fit (inverse_laplacian, cg): n_iter=" in out

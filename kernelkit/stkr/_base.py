@@ -3,11 +3,12 @@
 from numbers import Integral, Real
 
 import numpy as np
+from scipy import sparse
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..backend import resolve_backend
-from ..kernels import is_precomputed, resolve_kernel
+from ..kernels import Kernel, is_precomputed, resolve_kernel
 from ..utils._linalg import solve_ridge
 from ..utils._validation import check_scalar_param
 from ..utils._verbose import Progress, check_verbose
@@ -69,22 +70,42 @@ class _STKRBase(BaseEstimator):
                              f"got {self.coefs!r}.")
         return c
 
+    def _sparse_ok(self):
+        """Sparse X is taken where the base kernel can be evaluated on it."""
+        from sklearn.metrics.pairwise import kernel_metrics
+
+        k = self.kernel
+        if isinstance(k, str):
+            return _is_knn(k) or is_precomputed(k) or k in kernel_metrics()
+        return callable(k) and not isinstance(k, Kernel)
+
+    def _kernel_op(self, *arrays):
+        return resolve_kernel(self.kernel, self.gamma, self.degree, self.coef0,
+                              self.kernel_params, n_features=self.n_features_in_,
+                              backend=self.backend_,
+                              sparse=any(sparse.issparse(a) for a in arrays))
+
     # -- base kernel --------------------------------------------------------------------
     def _train_operator(self, X):
+        """The base kernel on the training rows, and the fitted state it needs later."""
         if _is_knn(self.kernel):
-            W, self.knn_radius2_ = _graph.knn_graph(X, int(self.n_neighbors))
-            K, self.knn_degree_ = _graph.knn_kernel(W)
-            return _operator.graph_operator(K)
+            e = _graph.max_exponent(X)
+            Xs = _graph.scale(X, e)
+            loc, first = _graph.locations(Xs)
+            W, radius2 = _graph.knn_graph(Xs, int(self.n_neighbors), loc, first)
+            S, degree = _graph.normalised_adjacency(W)
+            state = dict(knn_radius2_=radius2, knn_degree_=degree, knn_location_=loc,
+                         knn_scale_exp_=e, _knn_first=first)
+            return _operator.graph_operator(S, loc), state
         if is_precomputed(self.kernel):
             if X.shape[0] != X.shape[1]:
                 raise ValueError(f"kernel='precomputed' needs a square X (the kernel matrix "
                                  f"of all training points), got shape {X.shape}.")
-            if not np.allclose(X, X.T, rtol=1e-8, atol=1e-12 * np.abs(X).max()):
+            if not _symmetric(X):
                 raise ValueError("kernel='precomputed' needs a symmetric kernel matrix X.")
-            return _operator.precomputed_operator(X)
-        op = resolve_kernel(self.kernel, self.gamma, self.degree, self.coef0,
-                            self.kernel_params, n_features=X.shape[1], backend=self.backend_)
-        return _operator.dense_operator(op, X, float(self.cache_size) * 2**20)
+            return _operator.precomputed_operator(X), {}
+        op = self._kernel_op(X)
+        return _operator.dense_operator(op, X, float(self.cache_size) * 2**20), {}
 
     def _cross(self, X, theta):
         """``k(X, X_fit_) @ theta``: the inductive predictor."""
@@ -93,50 +114,68 @@ class _STKRBase(BaseEstimator):
                 raise ValueError(f"kernel='precomputed' needs X of shape (n_queries, "
                                  f"{self.n_features_in_}) (kernel values against the "
                                  f"training points), got {X.shape}.")
-            return X @ theta
+            return np.asarray(X @ theta, dtype=np.float64)
         if _is_knn(self.kernel):
-            return _graph.knn_cross_matmul(X, self.X_fit_, self.knn_radius2_,
-                                           self.knn_degree_, int(self.n_neighbors), theta)
-        op = resolve_kernel(self.kernel, self.gamma, self.degree, self.coef0,
-                            self.kernel_params, n_features=self.n_features_in_,
-                            backend=self.backend_)
+            e = self.knn_scale_exp_
+            fit = dict(radius2=self.knn_radius2_, degree=self.knn_degree_,
+                       loc=self.knn_location_, first=self._knn_first)
+            return _graph.knn_cross_matmul(_graph.scale(X, e), _graph.scale(self.X_fit_, e),
+                                           fit, int(self.n_neighbors), theta)
+        op = self._kernel_op(X, self.X_fit_)
         return np.asarray(op.engine.to_host(op.matmul(X, self.X_fit_, theta)), np.float64)
 
     # -- fit ----------------------------------------------------------------------------
-    def _fit_targets(self, X, Y, labeled):
-        """Fit on validated float64 ``X`` and targets ``Y`` (n_labeled, n_targets)."""
-        coefs = self._check_params()
-        self.backend_ = "numpy" if (_is_knn(self.kernel) or is_precomputed(self.kernel)) \
+    def _fit_targets(self, X, Y, labeled, coefs):
+        """Fit on validated float64 ``X`` and targets ``Y`` (n_labeled, n_targets).
+
+        ``coefs`` is what :meth:`_check_params` returned (called before the data were
+        validated). Fitted attributes are assigned at the end.
+        """
+        backend = "numpy" if (_is_knn(self.kernel) or is_precomputed(self.kernel)) \
             else resolve_backend(self.backend, X)
+        self.backend_ = backend  # _kernel_op reads it; fit is atomic, a failure restores it
         progress = Progress(self, check_verbose(self.verbose))
-        G = self._train_operator(X)
+        G, state = self._train_operator(X)
         ridge = labeled.size * float(self.beta)
+        # STKR is linear in y: solve for each column scaled by a power of two to ~1 (exact),
+        # so that targets of any magnitude (1e-300, 1e300) neither underflow the residual
+        # norms to 0 (a zero fit) nor overflow them.
+        col_scale = np.array([np.ldexp(1.0, _graph.max_exponent(c)) for c in Y.T])
+        Y = Y / col_scale
         monitor = _solvers._Monitor(progress, f"{self.transformation}/{self.solver}",
                                     float(self.tol), int(self.max_iter))
         kw = dict(solver=self.solver, tol=float(self.tol), max_iter=int(self.max_iter),
                   monitor=monitor)
-        self.lambda_max_ = None
+        lambda_max, n_components = None, None
         if self.transformation == "identity":
             alpha = solve_ridge(G.block(labeled), Y, ridge)
             theta = np.zeros((X.shape[0], Y.shape[1]))
             theta[labeled] = alpha
-            fitted, self.n_iter_ = G(theta), 0
+            fitted, n_iter = G(theta), 0
         elif self.transformation == "kpca":
-            theta, fitted, self.n_components_ = _solvers.solve_kpca(
+            theta, fitted, n_components = _solvers.solve_kpca(
                 G, int(self.n_components), labeled, Y, ridge, self.random_state)
-            self.n_iter_ = 0
+            n_iter = 0
         else:
-            lam1 = G.top_eigenvalue(self.random_state)
-            if not lam1 > 0:
+            lambda_max = G.top_eigenvalue(self.random_state)
+            if not lambda_max > 0:
                 raise ValueError("the base kernel matrix has no positive eigenvalue; check "
                                  "the kernel and its parameters.")
-            self.lambda_max_ = lam1
             if self.transformation == "polynomial":
-                theta, fitted, self.n_iter_ = _solvers.solve_polynomial(
-                    G, lam1, coefs, labeled, Y, ridge, **kw)
+                theta, fitted, n_iter = _solvers.solve_polynomial(
+                    G, lambda_max, coefs, labeled, Y, ridge, **kw)
             else:
-                theta, fitted, self.n_iter_ = _solvers.solve_inverse_laplacian(
-                    G, lam1, float(self.eta), labeled, Y, ridge, **kw)
+                theta, fitted, n_iter = _solvers.solve_inverse_laplacian(
+                    G, lambda_max, float(self.eta), labeled, Y, ridge, **kw)
+        theta, fitted = theta * col_scale, fitted * col_scale
+        for name, value in state.items():
+            setattr(self, name, value)
+        if n_components is not None:
+            self.n_components_ = n_components
+        else:  # not left over from an earlier kpca fit
+            vars(self).pop("n_components_", None)
+        self.lambda_max_ = lambda_max
+        self.n_iter_ = n_iter
         self.residuals_ = np.asarray(monitor.history)
         self.n_matvec_ = G.n_matvec
         progress(f"fit ({self.transformation}, {self.solver})", n_iter=self.n_iter_,
@@ -147,7 +186,10 @@ class _STKRBase(BaseEstimator):
         return fitted
 
     def _validate_X(self, X, reset):
+        # float64 in native byte order (">f8", float16 and int inputs are converted before any
+        # compiled code sees them); CSR where the base kernel takes sparse rows
         return validate_data(self, X, reset=reset, dtype=np.float64,
+                             accept_sparse="csr" if self._sparse_ok() else False,
                              ensure_min_samples=2 if reset else 1)
 
     def _decision(self, X):
@@ -158,4 +200,16 @@ class _STKRBase(BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.pairwise = is_precomputed(self.kernel)
+        tags.input_tags.sparse = self._sparse_ok()
         return tags
+
+
+def _symmetric(G):
+    """Whether a kernel matrix (dense or sparse) is symmetric to rounding."""
+    D = G - G.T
+    if sparse.issparse(G):
+        dmax = float(abs(D).max()) if D.nnz else 0.0
+        gmax = float(abs(G).max()) if G.nnz else 0.0
+    else:
+        dmax, gmax = float(np.abs(D).max()), float(np.abs(G).max())
+    return dmax <= 1e-8 * gmax

@@ -9,9 +9,11 @@ from sklearn.base import ClassifierMixin, MultiOutputMixin, RegressorMixin
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import check_array
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
-from sklearn.utils.validation import column_or_1d
+from sklearn.utils.validation import assert_all_finite, column_or_1d
 
+from ..utils._state import atomic
 from ._base import _STKRBase
+from ._labels import labeled_rows
 
 _PARAMS_DOC = """
     transformation : {"inverse_laplacian", "polynomial", "kpca", "identity"}, \
@@ -196,6 +198,7 @@ class STKRRegressor(MultiOutputMixin, RegressorMixin, _STKRBase):
         self.random_state = random_state
         self.verbose = verbose
 
+    @atomic
     def fit(self, X, y):
         """Fit on all rows of ``X``; rows with ``y`` NaN are unlabeled.
 
@@ -218,6 +221,7 @@ class STKRRegressor(MultiOutputMixin, RegressorMixin, _STKRBase):
             If ``y`` has no labeled row, infinite values, a partly-NaN row, or a length
             other than ``X``'s.
         """
+        coefs = self._check_params()  # parameters before data, as scikit-learn
         X = self._validate_X(X, reset=True)
         _require_y(self, y)
         y = check_array(y, ensure_2d=False, dtype=np.float64, ensure_all_finite="allow-nan",
@@ -234,7 +238,7 @@ class STKRRegressor(MultiOutputMixin, RegressorMixin, _STKRBase):
         if labeled.size == 0:
             raise ValueError("y has no labeled sample (every target is NaN); STKR needs at "
                              "least one labeled row.")
-        fitted = self._fit_targets(X, Y[labeled], labeled)
+        fitted = self._fit_targets(X, Y[labeled], labeled, coefs)
         self.transduction_ = fitted[:, 0] if y.ndim == 1 else fitted
         self._single_target = y.ndim == 1
         return self
@@ -274,7 +278,7 @@ class STKRRegressor(MultiOutputMixin, RegressorMixin, _STKRBase):
         """
         y = check_array(y, ensure_2d=False, dtype=np.float64, ensure_all_finite="allow-nan",
                         input_name="y")
-        keep = ~np.isnan(y.reshape(y.shape[0], -1)).any(axis=1)
+        keep = labeled_rows(y, classification=False)
         if not keep.any():
             return float("nan")
         sw = None if sample_weight is None else np.asarray(sample_weight)[keep]
@@ -326,8 +330,9 @@ class STKRClassifier(ClassifierMixin, _STKRBase):
 
     __init__ = STKRRegressor.__init__
 
+    @atomic
     def fit(self, X, y):
-        """Fit on all rows of ``X``; rows with ``y == -1`` are unlabeled.
+        """Fit on all rows of ``X``; rows with ``y == -1`` (or NaN) are unlabeled.
 
         Parameters
         ----------
@@ -347,22 +352,23 @@ class STKRClassifier(ClassifierMixin, _STKRBase):
             If ``y`` is not a vector of class labels, has no labeled row, a single
             class among the labeled rows, or a length other than ``X``'s.
         """
+        coefs = self._check_params()  # parameters before data, as scikit-learn
         X = self._validate_X(X, reset=True)
         _require_y(self, y)
         y = _check_class_targets(y, X.shape[0])
-        unl = _unlabeled(y)
-        labeled = np.flatnonzero(~unl)
+        labeled = np.flatnonzero(labeled_rows(y, classification=True))
         if labeled.size == 0:
             raise ValueError("y has no labeled sample (every entry is -1, the unlabeled "
                              "marker); STKR needs at least one labeled row.")
-        self.classes_, idx = np.unique(y[labeled], return_inverse=True)
-        if self.classes_.size < 2:  # as scikit-learn's classifiers
+        classes, idx = np.unique(y[labeled], return_inverse=True)
+        if classes.size < 2:  # as scikit-learn's classifiers
             raise ValueError(f"The number of classes has to be greater than one; got 1 class "
-                             f"({self.classes_[0]!r}) among the labeled rows of y.")
-        Y = np.zeros((labeled.size, self.classes_.size))
+                             f"({classes[0]!r}) among the labeled rows of y.")
+        Y = np.zeros((labeled.size, classes.size))
         Y[np.arange(labeled.size), idx] = 1.0
-        fitted = self._fit_targets(X, Y, labeled)
-        self.transduction_ = self.classes_[fitted.argmax(axis=1)]
+        fitted = self._fit_targets(X, Y, labeled, coefs)
+        self.classes_ = classes
+        self.transduction_ = classes[fitted.argmax(axis=1)]
         return self
 
     def decision_function(self, X):
@@ -399,6 +405,29 @@ class STKRClassifier(ClassifierMixin, _STKRBase):
         s = self._decision(X)
         return self.classes_[s.argmax(axis=1)]
 
+    def predict_proba(self, X):
+        """Class probabilities: the one-vs-all scores projected onto the simplex.
+
+        Each one-vs-all score is the STKR least-squares fit of a class indicator, an
+        estimate of ``P(y = c | x)``; the probabilities are the nearest point of the
+        probability simplex to the score vector (Euclidean projection, ``p_c =
+        max(s_c - tau, 0)`` with one ``tau`` per row; Martins & Astudillo, "From Softmax
+        to Sparsemax", ICML 2016). It keeps the order of the scores, so
+        ``argmax(predict_proba) == predict``, and for two classes ``p_1 = clip((1 +
+        decision_function) / 2, 0, 1)``, monotone in the decision.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Query rows.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_queries, n_classes), float64
+            Rows sum to 1, columns in the order of ``classes_``.
+        """
+        return _simplex_projection(self._decision(X))
+
     def score(self, X, y, sample_weight=None):
         """Accuracy on the labeled rows only (rows with ``y == -1`` are ignored).
 
@@ -417,7 +446,7 @@ class STKRClassifier(ClassifierMixin, _STKRBase):
             NaN when no row is labeled.
         """
         y = np.asarray(y)
-        keep = ~_unlabeled(y)
+        keep = labeled_rows(y, classification=True)
         if not keep.any():
             return float("nan")
         sw = None if sample_weight is None else np.asarray(sample_weight)[keep]
@@ -439,31 +468,34 @@ def _take(X, rows):
     return X.iloc[rows] if hasattr(X, "iloc") else np.asarray(X)[rows]
 
 
-def _unlabeled(y):
-    """Rows marked unlabeled (-1), for numeric and object label arrays."""
-    y = np.asarray(y)
-    if y.dtype.kind in "iuf":
-        return y == -1
-    if y.dtype.kind == "O":
-        return np.array([isinstance(v, (int, float, np.integer, np.floating))
-                         and not isinstance(v, bool) and v == -1 for v in y], dtype=bool)
-    return np.zeros(y.shape[0], dtype=bool)
+def _simplex_projection(S):
+    """Row-wise Euclidean projection onto ``{p >= 0, sum p = 1}``."""
+    z = np.sort(S, axis=1)[:, ::-1]
+    cum = np.cumsum(z, axis=1) - 1.0
+    j = np.arange(1, S.shape[1] + 1)
+    k = np.count_nonzero(z * j > cum, axis=1)  # support size (>= 1: the largest is in)
+    tau = cum[np.arange(S.shape[0]), k - 1] / k
+    return np.maximum(S - tau[:, None], 0.0)
 
 
 def _check_class_targets(y, n):
     y = np.asarray(y)
+    if y.dtype.byteorder == ">" or (y.dtype.byteorder == "<" and np.little_endian is False):
+        y = y.astype(y.dtype.newbyteorder("="))  # classes_ in native byte order
     if y.ndim == 2 and y.shape[1] == 1:
         y = column_or_1d(y, warn=True)
     if y.ndim != 1 or y.shape[0] != n:
         raise ValueError(f"y must be a 1-D array of {n} class labels (-1: unlabeled), got "
                          f"shape {y.shape}.")
-    kind = type_of_target(y[~_unlabeled(y)], input_name="y") if (~_unlabeled(y)).any() \
-        else "binary"
+    lab = labeled_rows(y, classification=True)
+    if y.dtype.kind == "f":  # NaN marks an unlabeled row; inf is no label
+        assert_all_finite(y[lab], input_name="y")
+    kind = type_of_target(y[lab], input_name="y") if lab.any() else "binary"
     if kind not in ("binary", "multiclass"):
         raise ValueError(f"Unknown label type {kind!r} for y: STKRClassifier needs class "
                          "labels (integers or strings; -1 marks an unlabeled row); use "
                          "STKRRegressor for continuous targets.")
-    check_classification_targets(y[~_unlabeled(y)])
+    check_classification_targets(y[lab])
     return y
 
 

@@ -1,19 +1,30 @@
 """The k-nearest-neighbour graph base kernel of STKR (``kernel="knn"``).
 
-The graph is the symmetric kNN graph of label propagation: ``w_ij = 1`` when ``x_j``
-is among the ``k`` nearest neighbours of ``x_i`` or ``x_i`` among those of ``x_j``.
-Written with the distance ``r_i`` from ``x_i`` to its ``k``-th nearest other point,
-``w_ij = 1[0 < d_ij <= max(r_i, r_j)]`` (ties at the ``k``-th distance included), a
-rule that extends unchanged to a new point ``x``: its row of weights to the training
-points is computed exactly as a training row is, so inductive predictions at the
-training points equal the transductive ones.
+Rows that are exactly equal are one *location* observed several times. The graph is
+the symmetric kNN graph of label propagation over locations: with ``r_i`` the
+distance from ``x_i`` to its ``k``-th nearest other location, ``w_ij = 1`` when
+``x_i`` and ``x_j`` are at different locations and ``d_ij <= max(r_i, r_j)`` (ties at
+the ``k``-th distance included). Counting locations rather than rows keeps a point
+with many copies from spending its ``k`` neighbours on them (which cut the graph
+into disconnected cliques).
 
-The kernel is the normalised adjacency of label propagation ``S = D^-1/2 W D^-1/2``
-averaged with the identity (the lazy walk), ``K = (I + S) / 2``: its eigenvalues lie
-in ``[0, 1]`` with top eigenvalue exactly 1, so every spectral transform of it is a
-positive semi-definite kernel. Distances are computed blockwise (``working_memory``)
-from Gram products; two points closer than ``1e-5`` of their norms count as the same
-point (no edge; the identity term instead).
+The kernel is the lazy walk of the normalised adjacency ``S = D^-1/2 W D^-1/2``:
+``K = (E + S) / 2`` with ``E_ij = 1[same location] / m`` (``m`` the copies of the
+location; ``E = I`` without duplicates). Copies have equal rows in ``S``, so ``K =
+E (I + S) E / 2``: positive semi-definite, eigenvalues in ``[0, 1]``, top eigenvalue 1
+(when there is an edge), and a function of the locations, as a kernel must be.
+
+A new point ``x`` is treated as a training point at its nearest location ``c``
+(its Voronoi cell): ``k(x, x_j) = (1[j at c] / m_c + w(x, x_j) / sqrt(deg(x) deg_j)) / 2``
+with ``w(x, x_j) = 1[j not at c, d(x, x_j) <= max(r_x, r_j)]`` and ``r_x`` the ``k``-th
+distance to locations other than ``c``. At a training point this is its row of
+``K`` (inductive = transductive), and next to it the same row (no jump).
+
+Rows are scaled by a power of two (exact) so that ``max |X| ~ 1`` before distances
+are taken: the graph depends on the order of distances only, and this keeps it so
+at any scale (``X * 1e-300``). Distances come blockwise (``working_memory``) from Gram
+products; two rows closer than ``1e-5`` of their norms are not told apart (no edge).
+Dense or CSR rows.
 """
 
 import numpy as np
@@ -29,88 +40,137 @@ _SLACK = 1.0 + 1e-9
 
 def _row_blocks(n_rows, n_cols):
     budget = float(get_config()["working_memory"]) * 2**20
-    step = max(1, int(budget // (8 * 4 * max(1, n_cols))))  # D, masks and temporaries
+    step = max(1, int(budget // (8 * 6 * max(1, n_cols))))  # D, masks and temporaries
     return range(0, n_rows, step), step
 
 
+def max_exponent(X):
+    """``e`` with ``max |X| < 2**e <= 2 max |X|`` (0 for an all-zero ``X``)."""
+    a = X.data if sparse.issparse(X) else X
+    amax = float(np.abs(a).max()) if a.size else 0.0
+    return int(np.frexp(amax)[1]) if amax > 0 else 0
+
+
+def scale(X, e):
+    """``X * 2**-e``, exact (no overflow or underflow of the factor itself)."""
+    if sparse.issparse(X):
+        X = X.copy()
+        X.data = np.ldexp(X.data, -e)
+        return X
+    return np.ldexp(X, -e)
+
+
+def _sq_norms(A):
+    if sparse.issparse(A):
+        return np.asarray(A.multiply(A).sum(axis=1)).ravel()
+    return np.einsum("ij,ij->i", A, A)
+
+
 def _sq_dists(A, B, nb):
-    na = np.einsum("ij,ij->i", A, A)
-    d2 = na[:, None] + nb[None, :] - 2.0 * (A @ B.T)
+    na = _sq_norms(A)
+    P = A @ B.T
+    P = P.toarray() if sparse.issparse(P) else np.asarray(P)
+    d2 = na[:, None] + nb[None, :] - 2.0 * P
     same = d2 <= _SAME * (na[:, None] + nb[None, :])
     np.maximum(d2, 0.0, out=d2)
     d2[same] = 0.0
     return d2, same
 
 
-def _kth_positive(d2, same, k):
-    """Squared distance to the k-th nearest other point of each row (inf: fewer exist)."""
-    d = np.where(same, np.inf, d2)
+def _kth(d2, excluded, k):
+    """Squared distance to the k-th nearest non-excluded column (inf: fewer exist)."""
+    d = np.where(excluded, np.inf, d2)
     k_eff = min(k, d.shape[1]) - 1
     return np.partition(d, k_eff, axis=1)[:, k_eff]
 
 
-def knn_graph(X, n_neighbors):
-    """Symmetric kNN adjacency of the training points, with each point's radius.
+def locations(X):
+    """Location index of each row (exactly equal rows share one) and each location's first row.
+
+    Returns
+    -------
+    loc : ndarray of int, shape (n_samples,)
+    first : ndarray of int, shape (n_locations,)
+    """
+    if not sparse.issparse(X):
+        _, first, loc = np.unique(X, axis=0, return_index=True, return_inverse=True)
+        return loc.reshape(-1), first
+    X = X.tocsr(copy=True)
+    X.sum_duplicates()  # also sorts the indices: a canonical form of each row
+    X.eliminate_zeros()
+    ids, loc, first = {}, np.empty(X.shape[0], dtype=np.intp), []
+    for i in range(X.shape[0]):
+        a, b = X.indptr[i], X.indptr[i + 1]
+        key = (X.indices[a:b].tobytes(), X.data[a:b].tobytes())
+        if key not in ids:
+            ids[key] = len(first)
+            first.append(i)
+        loc[i] = ids[key]
+    return loc, np.asarray(first, dtype=np.intp)
+
+
+def knn_graph(X, n_neighbors, loc, first):
+    """Symmetric kNN adjacency over the locations, with each point's radius.
 
     Parameters
     ----------
-    X : ndarray of shape (n_samples, n_features), float64
+    X : ndarray or scipy.sparse.csr_matrix of shape (n_samples, n_features), float64
+        Already scaled (:func:`scale`).
     n_neighbors : int
-        ``k``; at most ``n_samples - 1`` is used.
+        ``k``, counted in distinct locations.
+    loc, first : ndarray of int
+        As returned by :func:`locations`.
 
     Returns
     -------
     W : scipy.sparse.csr_matrix of shape (n_samples, n_samples), float64
-        0/1 weights, zero diagonal.
+        0/1 weights, none between rows at one location.
     radius2 : ndarray of shape (n_samples,)
-        Squared distance from each point to its ``k``-th nearest other point.
+        Squared distance from each point to its ``k``-th nearest other location.
     """
     n = X.shape[0]
-    nb = np.einsum("ij,ij->i", X, X)
+    nb = _sq_norms(X)
+    not_first = np.ones(n, dtype=bool)
+    not_first[first] = False
     rows, cols, radius2 = [], [], np.empty(n)
     blocks, step = _row_blocks(n, n)
     for r0 in blocks:
         d2, same = _sq_dists(X[r0:r0 + step], X, nb)
-        r = _kth_positive(d2, same, n_neighbors)
+        own = same | (loc[r0:r0 + step, None] == loc[None, :])
+        r = _kth(d2, own | not_first[None, :], n_neighbors)
         radius2[r0:r0 + step] = r
-        i, j = np.nonzero(~same & (d2 <= _SLACK * r[:, None]))
+        i, j = np.nonzero(~own & (d2 <= _SLACK * r[:, None]))
         rows.append(i + r0)
         cols.append(j)
     i, j = np.concatenate(rows), np.concatenate(cols)
     B = sparse.csr_matrix((np.ones(i.size), (i, j)), shape=(n, n))
-    W = B.maximum(B.T).tocsr()
-    return W, radius2
+    return B.maximum(B.T).tocsr(), radius2
 
 
-def knn_kernel(W):
-    """``K = (I + D^-1/2 W D^-1/2) / 2`` for a symmetric adjacency ``W``.
-
-    Returns
-    -------
-    K : scipy.sparse.csr_matrix
-    degree : ndarray of shape (n_samples,)
-        Row sums of ``W`` (at least 1, so that isolated points do not divide by 0).
-    """
+def normalised_adjacency(W):
+    """``S = D^-1/2 W D^-1/2`` and the degrees (at least 1: isolated points do not divide by 0)."""
     degree = np.maximum(np.asarray(W.sum(axis=1)).ravel(), 1.0)
     inv = 1.0 / np.sqrt(degree)
-    S = sparse.diags(inv) @ W @ sparse.diags(inv)
-    K = 0.5 * (sparse.identity(W.shape[0], format="csr") + S)
-    return K.tocsr(), degree
+    return (sparse.diags(inv) @ W @ sparse.diags(inv)).tocsr(), degree
 
 
-def knn_cross_matmul(Xq, X_fit, radius2, degree, n_neighbors, theta):
+def location_means(V, loc, counts):
+    """``E V``: each row replaced by the mean of the rows at its location."""
+    sums = np.zeros((counts.size,) + V.shape[1:])
+    np.add.at(sums, loc, V)
+    return (sums / counts.reshape((-1,) + (1,) * (V.ndim - 1)))[loc]
+
+
+def knn_cross_matmul(Xq, X_fit, fit, n_neighbors, theta):
     """``K(Xq, X_fit) @ theta`` for the kNN kernel, blockwise over the rows of ``Xq``.
-
-    A query's weights follow the training rule ``w = 1[0 < d <= max(r_q, r_j)]``, its
-    degree is the sum of its weights, and a training point at distance 0 contributes
-    the identity term 1/2.
 
     Parameters
     ----------
-    Xq : ndarray of shape (n_queries, n_features)
-    X_fit : ndarray of shape (n_samples, n_features)
-    radius2, degree : ndarray of shape (n_samples,)
-        As returned by :func:`knn_graph` and :func:`knn_kernel`.
+    Xq : ndarray or csr_matrix of shape (n_queries, n_features)
+    X_fit : ndarray or csr_matrix of shape (n_samples, n_features)
+        Both scaled by the fit's power of two.
+    fit : dict
+        ``radius2``, ``degree``, ``loc`` (training rows' locations), ``first``.
     n_neighbors : int
     theta : ndarray of shape (n_samples, n_targets)
 
@@ -118,14 +178,23 @@ def knn_cross_matmul(Xq, X_fit, radius2, degree, n_neighbors, theta):
     -------
     out : ndarray of shape (n_queries, n_targets)
     """
-    nb = np.einsum("ij,ij->i", X_fit, X_fit)
-    scaled = theta / np.sqrt(degree)[:, None]
+    loc, radius2 = fit["loc"], fit["radius2"]
+    counts = np.bincount(loc).astype(np.float64)
+    not_first = np.ones(X_fit.shape[0], dtype=bool)
+    not_first[fit["first"]] = False
+    nb = _sq_norms(X_fit)
+    scaled = theta / np.sqrt(fit["degree"])[:, None]
+    loc_sum = np.zeros((counts.size, theta.shape[1]))
+    np.add.at(loc_sum, loc, theta)
     out = np.empty((Xq.shape[0], theta.shape[1]))
     blocks, step = _row_blocks(Xq.shape[0], X_fit.shape[0])
     for r0 in blocks:
         d2, same = _sq_dists(Xq[r0:r0 + step], X_fit, nb)
-        r = _kth_positive(d2, same, n_neighbors)
-        w = (~same & (d2 <= _SLACK * np.maximum(r[:, None], radius2[None, :]))).astype(np.float64)
+        cell = loc[d2.argmin(axis=1)]  # the nearest location stands for the query itself
+        own = same | (cell[:, None] == loc[None, :])
+        r = _kth(d2, own | not_first[None, :], n_neighbors)
+        w = (~own & (d2 <= _SLACK * np.maximum(r[:, None], radius2[None, :]))).astype(np.float64)
         deg = np.maximum(w.sum(axis=1), 1.0)
-        out[r0:r0 + step] = 0.5 * (same @ theta + (w @ scaled) / np.sqrt(deg)[:, None])
+        ident = loc_sum[cell] / counts[cell][:, None]
+        out[r0:r0 + step] = 0.5 * (ident + (w @ scaled) / np.sqrt(deg)[:, None])
     return out

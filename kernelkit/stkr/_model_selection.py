@@ -1,21 +1,14 @@
 """Model selection with few labels: folds over the labeled rows, scores that skip the rest."""
 
 import numpy as np
+from sklearn.base import is_classifier
 from sklearn.metrics import get_scorer
 from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.model_selection._split import BaseCrossValidator
 
-from ._estimators import _unlabeled
+from ._labels import labeled_rows
 
-
-def _labeled_mask(y):
-    """Labeled rows: not NaN and not -1 (for float y, -1 counts only in class-like vectors)."""
-    y = np.asarray(y)
-    if y.dtype.kind != "f":
-        return ~_unlabeled(y)
-    nan = np.isnan(y.reshape(y.shape[0], -1)).any(axis=1)
-    class_like = y.ndim == 1 and bool(np.all(nan | (y == np.round(y))))
-    return ~nan & ~((y == -1) if class_like else False)
+TARGET_TYPES = ("auto", "classification", "regression")
 
 
 class SemiSupervisedKFold(BaseCrossValidator):
@@ -25,8 +18,9 @@ class SemiSupervisedKFold(BaseCrossValidator):
     in split ``k`` the test set is the ``k``-th fold of the labeled rows, the training
     set all other rows (the other labeled folds and all unlabeled rows), so each fit
     keeps (almost) all the unlabeled data and each score uses labels it did not see.
-    Unlabeled rows are ``y = -1`` (class labels) or ``y = NaN``. With class labels the
-    folds are stratified (each class in each fold when it has ``n_splits`` labels).
+    Unlabeled rows follow scikit-learn's convention: NaN for regression targets (a
+    target of -1.0 is a value), -1 or NaN for class labels. With class labels the folds
+    are stratified (each class in each fold when it has ``n_splits`` labels).
 
     Parameters
     ----------
@@ -36,6 +30,11 @@ class SemiSupervisedKFold(BaseCrossValidator):
         Shuffle the labeled rows before splitting.
     random_state : int, RandomState instance or None, default=None
         Used when ``shuffle``.
+    target_type : {"auto", "classification", "regression"}, default="auto"
+        How ``y`` marks its unlabeled rows. ``"auto"``: float ``y`` holds regression
+        targets (whole numbers included: they are values, not classes), any other
+        dtype (integers, strings, objects) class labels. Float class labels that mark
+        unlabeled rows with -1.0 need ``"classification"``.
 
     Examples
     --------
@@ -46,10 +45,19 @@ class SemiSupervisedKFold(BaseCrossValidator):
     [[3, 4, 6], [0, 1, 7]]
     """
 
-    def __init__(self, n_splits=5, *, shuffle=True, random_state=None):
+    def __init__(self, n_splits=5, *, shuffle=True, random_state=None, target_type="auto"):
         self.n_splits = n_splits
         self.shuffle = shuffle
         self.random_state = random_state
+        self.target_type = target_type
+
+    def _classification(self, y):
+        if not isinstance(self.target_type, str) or self.target_type not in TARGET_TYPES:
+            raise ValueError(f"target_type must be one of {TARGET_TYPES}, got "
+                             f"{self.target_type!r}.")
+        if self.target_type == "auto":
+            return y.dtype.kind != "f"
+        return self.target_type == "classification"
 
     def get_n_splits(self, X=None, y=None, groups=None):
         """Number of splits.
@@ -91,13 +99,14 @@ class SemiSupervisedKFold(BaseCrossValidator):
             raise ValueError("SemiSupervisedKFold needs y (with unlabeled rows marked -1 or "
                              "NaN) to find the labeled rows.")
         y = np.asarray(y)
-        lab = np.flatnonzero(_labeled_mask(y))
+        classes = self._classification(y)
+        lab = np.flatnonzero(labeled_rows(y, classes))
         if lab.size < self.n_splits:
             raise ValueError(f"only {lab.size} labeled rows for n_splits={self.n_splits}; "
                              "need at least one labeled row per fold.")
         rs = self.random_state if self.shuffle else None
         yl = y[lab]
-        classes = yl.ndim == 1 and (yl.dtype.kind in "iuOUS" or np.all(yl == np.round(yl)))
+        classes = classes and yl.ndim == 1
         counts = np.unique(yl, return_counts=True)[1] if classes else None
         if classes and counts.min() >= self.n_splits:
             cv = StratifiedKFold(self.n_splits, shuffle=self.shuffle, random_state=rs)
@@ -115,7 +124,10 @@ class SemiSupervisedKFold(BaseCrossValidator):
 
 
 def labeled_scorer(scoring=None):
-    """A scorer that evaluates on the labeled rows only (unlabeled: -1 or NaN).
+    """A scorer that evaluates on the labeled rows only.
+
+    Unlabeled rows as scikit-learn marks them: for a classifier ``y = -1`` or NaN, for
+    a regressor NaN only (a regression target of -1 is scored like any other).
 
     Parameters
     ----------
@@ -136,7 +148,7 @@ def labeled_scorer(scoring=None):
     base = None if scoring is None else get_scorer(scoring)
 
     def scorer(estimator, X, y):
-        keep = _labeled_mask(y)
+        keep = labeled_rows(y, classification=is_classifier(estimator))
         if not keep.any():
             return float("nan")
         Xk = X.iloc[keep] if hasattr(X, "iloc") else np.asarray(X)[keep]

@@ -13,6 +13,8 @@ import numpy as np
 from scipy import linalg, sparse
 from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
 
+from . import _graph
+
 DENSE_EIG = 400  # up to this size eigenpairs come from a dense eigendecomposition
 
 
@@ -100,8 +102,22 @@ def precomputed_operator(G):
     return GramOperator(lambda W: np.asarray(G @ W, dtype=np.float64), G.shape[0], block)
 
 
-def graph_operator(K):
-    """The sparse kNN kernel (top eigenvalue exactly 1)."""
-    op = precomputed_operator(K)
-    op._top = 1.0
-    return op
+def graph_operator(S, loc):
+    """The kNN kernel ``K = (E + S) / 2`` (see :mod:`._graph`); top eigenvalue exactly 1.
+
+    ``S`` is the sparse normalised adjacency, ``loc`` the location of each row: ``E``
+    averages over the rows at one location and is applied without forming it.
+    """
+    n = S.shape[0]
+    counts = np.bincount(loc).astype(np.float64)
+
+    def matmul(W):
+        return 0.5 * (_graph.location_means(W, loc, counts) + np.asarray(S @ W))
+
+    def block(idx):
+        li = loc[idx]
+        E = (li[:, None] == li[None, :]) / counts[li][None, :]
+        return 0.5 * (E + S[idx][:, idx].toarray())
+
+    # without an edge K = E / 2; with one, S has the eigenvector D^1/2 1 (per component)
+    return GramOperator(matmul, n, block, top_eigenvalue=1.0 if S.nnz else 0.5)

@@ -50,8 +50,8 @@ class _Monitor:
     def finish(self, converged):
         if not converged:
             warnings.warn(
-                f"STKR-Prop ({self.name}) did not reach tol={self.tol:g} in max_iter="
-                f"{self.max_iter} iterations (relative residual {self.history[-1]:.3g}); "
+                f"STKR-Prop ({self.name}): max_iter={self.max_iter} was reached without "
+                f"convergence (relative residual {self.history[-1]:.3g} > tol={self.tol:g}); "
                 "increase max_iter, use solver='cg', or increase beta.",
                 ConvergenceWarning, stacklevel=4)
         return len(self.history) - 1
