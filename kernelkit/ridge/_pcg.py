@@ -63,8 +63,8 @@ def target_scale(Y2):
     return np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
 
 
-def column_sq_norms(K, w2=None):
-    """``sum_i w2_i K_ij^2`` per column of a held matrix (``w2`` None: ones), float64.
+def column_sq_norms(K):
+    """``sum_i K_ij^2`` per column of a held matrix, float64.
 
     Each row panel in ``K``'s own precision (the callers need an estimate), panels on
     kernelkit's row-block pool, summed in float64. For the rounding estimates of a
@@ -74,9 +74,7 @@ def column_sq_norms(K, w2=None):
 
     def job(r0, r1):
         Kb = K[r0:r1]
-        part = (np.einsum("ij,ij->j", Kb, Kb) if w2 is None else
-                w2[r0:r1].astype(Kb.dtype) @ (Kb * Kb))
-        parts[r0] = part.astype(np.float64)
+        parts[r0] = np.einsum("ij,ij->j", Kb, Kb).astype(np.float64)
 
     map_row_blocks(job, K.shape[0], _PANEL_ROWS)
     return sum(parts.values(), np.zeros(K.shape[1]))
@@ -191,20 +189,19 @@ class KernelProduct:
         return self.K is not None and self.op is not None and self.K.dtype == np.float32
 
     def storage_error(self, C):
-        """Estimated ``||dK c||`` per column of ``C`` for the rounding ``dK`` of a held K.
+        """Estimated ``||dK S c||`` per column of ``C`` for the rounding ``dK`` of a held K.
 
         Rounding errors are independent, at most ``eps |K_ij| / 2`` each, so
         ``||dK c|| ~ eps / sqrt(12) ||c|| max_j ||K_:j||``; ``eps ||c|| max_j ||K_:j||``
         keeps a margin of 3.5. (The worst case, ``eps ||K||_F ||c||``, is ``sqrt(n)``
-        times larger and never seen.)
+        times larger and never seen.) With sample weights, the error of ``S K S c``
+        measured as the weighted solve measures residuals (rows divided by ``S``).
         """
         if self._colnorm is None:
-            w2 = None if self.sw is None else self.sw**2
-            sq = column_sq_norms(self.K, w2)
-            if self.sw is not None:
-                sq *= w2
+            sq = column_sq_norms(self.K)
             self._colnorm = float(np.sqrt(sq.max(initial=0.0)))
-        cn = np.linalg.norm(C.reshape(self.n, -1), axis=0)
+        C = C.reshape(self.n, -1)
+        cn = np.linalg.norm(C if self.sw is None else C * self.sw[:, None], axis=0)
         return float(np.finfo(self.K.dtype).eps) * self._colnorm * cn
 
     @property
@@ -244,8 +241,8 @@ def rp_cholesky(columns, diag, mu, rng, *, max_rank, eps=2.0**-52,
     max_rank : int
     eps : float
         Relative accuracy of the columns (float32's eps for a float32-held ``K``): a
-        residual below ``1000 eps max(diag)`` is rounding, not signal (the updates
-        ``G - F F_S^T`` accumulate it).
+        row's residual below ``1000 eps`` times its diagonal is rounding, not signal (the
+        updates ``G - F F_S^T`` accumulate it).
 
     Returns
     -------
@@ -259,12 +256,14 @@ def rp_cholesky(columns, diag, mu, rng, *, max_rank, eps=2.0**-52,
     F = np.empty((n, max_rank))
     F32 = np.empty((n, max_rank), np.float32) if eps >= np.finfo(np.float32).eps else None
     FtF = np.empty((max_rank, max_rank))
-    # a pivot's residual below this is rounding (of float32 columns, or of the updates)
-    floor = 1000 * eps * max(float(d.max(initial=0.0)), 1e-300)
+    # a row's residual below this is rounding (of float32 columns, or of the updates), per
+    # row: rows of very different scale (sample weights of 1e20) round at their own scale
+    floor = 1000 * eps * d
     k, check = 0, min(_RANK0, max_rank)
     while k < max_rank:
+        d[d <= floor] = 0.0
         total = float(d.sum())
-        if not total > floor:
+        if not total > 0:
             break
         S = np.unique(rng.choice(n, min(block, check - k), p=d / total))
         G = columns(S)
@@ -273,7 +272,8 @@ def rp_cholesky(columns, diag, mu, rng, *, max_rank, eps=2.0**-52,
             G -= Fu[:, :k] @ Fu[S, :k].T
         with single_blas_thread():  # a small eigenproblem: a second thread only stalls
             w, V = linalg.eigh((G[S] + G[S].T) / 2, check_finite=False)
-        keep = w > max(floor, float(w[-1]) * len(S) * 100 * np.finfo(np.float64).eps)
+        keep = w > max(float(floor[S].min()), float(w[-1]) * len(S) * 100 *
+                       np.finfo(np.float64).eps)
         if not keep.any():
             d[S] = 0.0  # only rounding left at these pivots
             continue
@@ -366,12 +366,15 @@ class NystromPreconditioner:
 
 
 def conjugate_gradient(apply_A, B, tol, max_iter, *, precond=None, progress=None,
-                       slack=None, patience=None):
+                       slack=None, patience=None, row_scale=None):
     """Preconditioned CG on the columns of ``B`` in lockstep (one product per step).
 
     Stops when every column's residual ``||b - A x|| <= tol ||b||`` (recursive
     residual, float64), or ``||b - A x|| / ||b|| + slack(x) <= tol`` with ``slack``
     (per column: an error of ``A`` itself that the recursive residual cannot see).
+    With ``row_scale`` (n,), both norms weigh row ``i`` by ``row_scale[i]``: CG on
+    ``S A S z = S b`` then stops on the residual of ``A x = b`` (``x = S z``), the
+    system a sample-weighted ridge solves, whatever the weights' range.
     With ``patience``, also when the largest residual has not improved by 10% for that
     many steps (CG on rounded products stalls, or diverges, near their noise floor),
     returning the best iterate seen (``x = 0`` included) rather than the last.
@@ -383,14 +386,19 @@ def conjugate_gradient(apply_A, B, tol, max_iter, *, precond=None, progress=None
     rel_res : ndarray of shape (n_columns,)
     """
     B2 = np.asarray(B, np.float64).reshape(B.shape[0], -1)
-    bnorm = np.linalg.norm(B2, axis=0)
+    rs = None if row_scale is None else np.asarray(row_scale, np.float64)[:, None]
+
+    def norm(R):
+        return np.linalg.norm(R if rs is None else R * rs, axis=0)
+
+    bnorm = norm(B2)
     safe = np.where(bnorm > 0, bnorm, 1.0)
     X = np.zeros_like(B2)
     R = B2.copy()
     Z = R if precond is None else precond(R)
     P = Z.copy()
     rz = np.einsum("ij,ij->j", R, Z)
-    rel = np.linalg.norm(R, axis=0) / safe
+    rel = norm(R) / safe
     gap = np.zeros_like(rel)
     best, best_X, best_rel, since = float(rel.max()), X.copy(), rel.copy(), 0
     it = 0
@@ -404,7 +412,7 @@ def conjugate_gradient(apply_A, B, tol, max_iter, *, precond=None, progress=None
         step = np.where(live, rz / np.where(live, pap, 1.0), 0.0)
         X += step * P
         R -= step * AP
-        rel = np.linalg.norm(R, axis=0) / safe
+        rel = norm(R) / safe
         if slack is not None:
             gap = slack(X)
         Z = R if precond is None else precond(R)
@@ -426,6 +434,19 @@ def conjugate_gradient(apply_A, B, tol, max_iter, *, precond=None, progress=None
     if patience is not None and not float((rel + gap).max()) <= best:
         X, rel = best_X, best_rel
     return X.reshape(B.shape), it, rel
+
+
+def _not_converged(who, n_iter, max_iter, rel, tol, alternative):
+    """The warning text of a CG solve that missed ``tol``: the iteration limit when it was
+    reached, else a breakdown (``p^T A p <= 0``, or a residual that stopped decreasing:
+    rounding in an ill-conditioned system, which more iterations do not cure)."""
+    if n_iter >= max_iter:
+        return (f"{who} stopped after {n_iter} iterations (max_iter={max_iter}) with relative "
+                f"residual {rel:.3g} > tol={tol:g}; increase max_iter, tol or alpha, "
+                f"{alternative}.")
+    return (f"{who} broke down after {n_iter} iterations (max_iter={max_iter} not reached): "
+            f"rounding in this ill-conditioned system stopped the residual at {rel:.3g} > "
+            f"tol={tol:g}; increase alpha or tol, {alternative}.")
 
 
 def pcg_ridge(product, Y, alpha, *, tol, max_iter, random_state, progress=None,
@@ -453,7 +474,8 @@ def pcg_ridge(product, Y, alpha, *, tol, max_iter, random_state, progress=None,
     Warns
     -----
     ConvergenceWarning
-        When ``max_iter`` is reached before ``tol``.
+        When ``max_iter`` is reached before ``tol``, or CG breaks down first (rounding
+        in an ill-conditioned system), saying which.
     """
     with blas_threads_for(product.n):
         return _pcg_ridge(product, Y, alpha, tol, max_iter, random_state, progress, owner)
@@ -479,11 +501,22 @@ def _pcg_ridge(product, Y, alpha, tol, max_iter, random_state, progress, owner):
         V = V.reshape(Y.shape)
         return (product(V) + a_cols * V).reshape(n, -1)
 
+    # sample weights: CG runs on S K S + alpha I (the preconditioner's system) but stops on
+    # the residual of K + alpha W^-1 (rows divided by S; zero-weight rows, whose
+    # coefficients are 0, left out), so a weight of 1e20 cannot hide the other rows'
+    # residual; the scale of the weights no longer matters
+    sw = product.sw
+    row = None if sw is None else np.where(sw > 0, 1.0 / np.where(sw > 0, sw, 1.0), 0.0)
+
+    def norm(R):
+        return np.linalg.norm(R if row is None else R * row[:, None], axis=0)
+
     # scale-free: each target column divided by its rms (float32 products would lose tiny
     # or huge targets, and a tiny column beside a large one)
-    scale = target_scale(Y.reshape(n, -1))
-    Ys = (Y.reshape(n, -1) / scale).reshape(Y.shape)
-    ynorm = np.linalg.norm(Ys.reshape(n, -1), axis=0)
+    Y2 = Y.reshape(n, -1)
+    scale = target_scale(Y2 if row is None else Y2 * row[:, None])
+    Ys = (Y2 / scale).reshape(Y.shape)
+    ynorm = norm(Ys.reshape(n, -1))
     safe = np.where(ynorm > 0, ynorm, 1.0)
 
     def rounding(C):  # the float32 rounding of a held K, as a relative residual
@@ -495,7 +528,8 @@ def _pcg_ridge(product, Y, alpha, tol, max_iter, random_state, progress, owner):
     slack = (lambda C: np.minimum(rounding(C), tol / 2)) if product.rounded else None
     C, n_iter, rel = conjugate_gradient(apply_A, Ys, tol, max_iter, precond=precond,
                                         progress=progress, slack=slack,
-                                        patience=_PATIENCE if product.rounded else None)
+                                        patience=_PATIENCE if product.rounded else None,
+                                        row_scale=row)
     est = rounding(C) if product.rounded else np.zeros_like(rel)
     if product.rounded and n_iter < max_iter and not np.all(rel + est <= tol):
         # float64 products on the true residual: K held in float64 when it fits the
@@ -509,12 +543,13 @@ def _pcg_ridge(product, Y, alpha, tol, max_iter, random_state, progress, owner):
             return (exact(V) + a_cols * V).reshape(n, -1)
 
         R = Ys.reshape(n, -1) - apply_exact(C)
-        rnorm = np.linalg.norm(R, axis=0)
+        rnorm = norm(R)
         dC, it, _ = conjugate_gradient(apply_exact, R.reshape(Ys.shape),
                                        float(np.min(tol * safe / np.maximum(rnorm, 1e-300))),
-                                       max_iter - n_iter, precond=precond, progress=progress)
+                                       max_iter - n_iter, precond=precond, progress=progress,
+                                       row_scale=row)
         C, n_iter = C + dC.reshape(C.shape), n_iter + it
-        rel = np.linalg.norm(Ys.reshape(n, -1) - apply_exact(C), axis=0) / safe
+        rel = norm(Ys.reshape(n, -1) - apply_exact(C)) / safe
         est = np.zeros_like(rel)  # rel is now the true residual
         if progress is not None:
             progress("float64 products", n_iter, max_iter, level=1,
@@ -525,9 +560,9 @@ def _pcg_ridge(product, Y, alpha, tol, max_iter, random_state, progress, owner):
         progress("PCG done", n_iter, max_iter, rank=F.shape[1],
                  max_rel_residual=float((rel + est).max()))
     if np.any(bad):
-        warnings.warn(f"{owner} solver='pcg' stopped after {n_iter} iterations (max_iter="
-                      f"{max_iter}) with relative residual {(rel + est).max():.3g} > tol={tol:g}; "
-                      "increase max_iter, tol or alpha, or use solver='cholesky'.",
+        warnings.warn(_not_converged(f"{owner} solver='pcg'", n_iter, max_iter,
+                                     float((rel + est).max()), tol,
+                                     "or use solver='cholesky'"),
                       ConvergenceWarning, stacklevel=5)
     if not np.all(np.isfinite(C)):
         raise ValueError("the pcg solve produced non-finite coefficients; check alpha and the "
