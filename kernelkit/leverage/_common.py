@@ -13,6 +13,7 @@ from ..utils._validation import check_input, check_kernel_matrix, check_scalar_p
 # Theorem 1 of Calandriello et al. (2017): qbar >= 39 alpha log(2n / delta) / eps^2.
 THEORY_CONSTANT = 39.0
 _MIN_BLOCK = 256  # smallest block SQUEAK adds to its dictionary at once
+_REPAIR_ROUNDS = 3  # rounds that re-add the points a final dictionary provably misses
 _INK_CHUNK = 256  # arriving points whose kernel block INK-ESTIMATE computes at once
 # Below about 4 copies per point a SQUEAK / INK dictionary can die out on large data:
 # a dictionary point's estimate counts its own weight q / (qbar p~), which grows as p~

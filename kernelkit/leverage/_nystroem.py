@@ -10,6 +10,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..backend import resolve_backend
 from ..kernels import is_precomputed
+from ..utils._state import atomic
 from ..utils._validation import check_scalar_param
 from ._common import (
     _MIN_SAMPLER_QBAR,
@@ -23,85 +24,10 @@ from ._common import (
 from ._dictionary import _blas_for
 from ._exact import _exact_scores
 from ._ink import _ink_run
-from ._squeak import SQUEAK, _partition_scores, _run_squeak
+from ._sampling import _draw_columns, _match_gamma_reg
+from ._squeak import SQUEAK, _partition_scores, _repair, _run_squeak
 
 
-# ------------------------------------------------------------------ RLS Nyström
-def _inclusion_probabilities(scores, m):
-    """``pi_i = min(1, c s_i)`` with ``sum(pi) = m`` (capping at 1 by water-filling)."""
-    n = len(scores)
-    if m >= n:
-        return np.ones(n)
-    s = np.maximum(scores, max(float(scores.max()), 1.0) * 1e-12)
-    order = np.argsort(-s, kind="stable")
-    ss = s[order]
-    suffix = np.cumsum(ss[::-1])[::-1]
-    k = np.arange(m)  # k entries capped at 1
-    c = (m - k) / suffix[:m]
-    ok = np.flatnonzero(c * ss[:m] <= 1.0)
-    k0 = int(ok[0])
-    pi = np.minimum(1.0, c[k0] * s)
-    pi[order[:k0]] = 1.0
-    return pi
-
-
-def _systematic_sample(pi, m, rs):
-    """Exactly ``m`` distinct units with inclusion probabilities ``pi`` (sum m), in random order.
-
-    Madow's systematic sampling: cumulate ``pi`` over a random permutation and take
-    the units hit by ``u, u + 1, ..., u + m - 1`` for one uniform ``u``.
-    """
-    n = len(pi)
-    perm = rs.permutation(n)
-    cs = np.cumsum(pi[perm])
-    cs *= m / cs[-1]
-    hits = np.searchsorted(cs, rs.uniform() + np.arange(m), side="right")
-    hits = np.minimum(hits, n - 1)
-    chosen = np.unique(perm[hits])
-    if len(chosen) < m:  # only through rounding at pi = 1: top up with the largest pi
-        rest = np.setdiff1d(np.arange(n), chosen)
-        extra = rest[np.argsort(-pi[rest], kind="stable")[: m - len(chosen)]]
-        chosen = np.sort(np.concatenate([chosen, extra]))
-    return chosen
-
-
-def _match_gamma_reg(kern, pts, n, target, rs):
-    """gamma such that d_eff(gamma) ~= target, estimated from a uniform pilot dictionary.
-
-    A uniform pilot of ``s`` points weighted ``n / s`` gives, through SQUEAK's
-    estimator, RLS estimates ``tau^_i(gamma)`` of (a uniform sample of) all points
-    for every gamma at once from one eigendecomposition; ``d_eff`` is estimated as
-    ``sum_i min(1, tau^_i)`` and gamma found by bisection on ``log gamma``. Isolated
-    points far from the pilot count fully, as they do in the true ``d_eff``.
-    """
-    s = min(n, max(500, int(2 * target)))
-    P = np.sort(rs.choice(n, s, replace=False)) if s < n else np.arange(n)
-    nq = min(n, 5000)
-    Q = np.sort(rs.choice(n, nq, replace=False)) if nq < n else np.arange(n)
-    w = n / s
-    with _blas_for(s):
-        lam, V = linalg.eigh(w * kern(_take(pts, P)), check_finite=False)
-    lam = np.clip(lam, 0.0, None)
-    kd = kern.diag(_take(pts, Q))
-    Z2 = np.empty((s, nq))
-    rows = kern.rows_per_block(s)
-    for r0 in range(0, nq, rows):
-        C = kern(_take(pts, P), _take(pts, Q[r0:r0 + rows]))
-        Z2[:, r0:r0 + rows] = (V.T @ C) ** 2 * w
-
-    def d_eff(g):
-        tau = (kd - (Z2 / (lam + g)[:, None]).sum(axis=0)) / g
-        return (n / nq) * float(np.clip(tau, 0.0, 1.0).sum())
-
-    top = max(float(lam.max()), float(kd.max()), 1e-300)
-    lo, hi = np.log(top * 1e-12), np.log(top * 1e3)
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        if d_eff(np.exp(mid)) > target:
-            lo = mid
-        else:
-            hi = mid
-    return float(np.exp(0.5 * (lo + hi)))
 
 
 class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -238,6 +164,7 @@ class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
 
     _precomputed = SQUEAK._precomputed
 
+    @atomic
     def fit(self, X, y=None):
         """Estimate the RLS, sample and weight the columns, build the feature map.
 
@@ -252,8 +179,6 @@ class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         -------
         self : object
         """
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
-        n = X.shape[0]
         if not isinstance(self.kernel, str) or is_precomputed(self.kernel):
             given = [p for p in ("gamma", "coef0", "degree") if getattr(self, p) is not None]
             if given:  # scikit-learn's Nystroem raises the same error
@@ -264,15 +189,18 @@ class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             raise ValueError(f"sampler must be one of {_SAMPLERS}, got {self.sampler!r}.")
         m = check_scalar_param(self.n_components, "n_components", low=1, low_inclusive=True,
                                integer=True)
+        eps = _check_epsilon(self.epsilon)
+        _resolve_qbar(self.qbar, 2, eps, 0.1)  # parameters before data
+        auto = isinstance(self.gamma_reg, str) and self.gamma_reg == "auto"
+        gamma_reg = None if auto else _check_gamma_reg(self.gamma_reg)
+        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
+        n = X.shape[0]
         if m > n:
             warnings.warn("n_components > n_samples. This is not possible.\nn_components was "
                           "set to n_samples, which results in inefficient evaluation of the "
-                          "full kernel.", stacklevel=2)
+                          "full kernel.", stacklevel=3)
             m = n
-        eps = _check_epsilon(self.epsilon)
         qbar = _resolve_qbar(self.qbar, n, eps, 0.1)
-        auto = isinstance(self.gamma_reg, str) and self.gamma_reg == "auto"
-        gamma_reg = None if auto else _check_gamma_reg(self.gamma_reg)
         self.backend_ = resolve_backend(self.backend, X)
         kern, pts = _make_eval(self, X, kernel_params_default=(3, 1))
         rs = check_random_state(self.random_state)
@@ -280,27 +208,15 @@ class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         if self.sampler == "uniform":
             idx = np.sort(rs.permutation(n)[:m])
             weights = np.full(m, n / m)
-            self.gamma_reg_ = self.leverage_scores_ = self.effective_dim_ = None
+            scores = None
         else:
-            if auto:
-                gamma_reg = _match_gamma_reg(kern, pts, n, m / qbar, rs)
-            seed = int(rs.randint(0, 2**31 - 1))
-            qs = max(qbar, _MIN_SAMPLER_QBAR)
-            if self.sampler == "exact":
-                scores = _exact_scores(kern, pts, gamma_reg)
-            elif self.sampler == "squeak":
-                d = _run_squeak(kern, pts, n, gamma_reg, eps, qs, 1, None, self.n_jobs, seed,
-                                self.backend_)
-                scores = _partition_scores(d, kern, pts, gamma_reg, qs)
-            else:
-                d, _ = _ink_run(None, kern, pts, 0, gamma_reg, eps, qs, seed, self.backend_)
-                scores = _partition_scores(d, kern, pts, gamma_reg, qs)
-            pi = _inclusion_probabilities(scores, m)
-            idx = _systematic_sample(pi, m, rs)
-            weights = 1.0 / pi[idx]
-            self.gamma_reg_ = float(gamma_reg)
-            self.leverage_scores_ = scores
-            self.effective_dim_ = float(scores.sum())
+            share = 1.0
+            if auto:  # beyond the numerical rank, the rest of the budget goes uniformly
+                gamma_reg, d_reached = _match_gamma_reg(kern, pts, n, m / qbar, rs)
+                share = min(1.0, qbar * d_reached / m)
+            scores = self._scores(kern, pts, n, gamma_reg, eps, max(qbar, _MIN_SAMPLER_QBAR),
+                                  int(rs.randint(0, 2**31 - 1)))
+            idx, weights = _draw_columns(scores, m, X, rs, share)
 
         comp_pts = _take(pts, idx)
         sw = np.sqrt(weights / weights.max())  # the scale of W cancels in the features
@@ -314,11 +230,27 @@ class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
                              "kernel and its parameters.")
         Vk = V[:, keep]
         self.normalization_ = (Vk / np.sqrt(lam[keep])) @ Vk.T * sw[None, :]
+        self.gamma_reg_ = None if scores is None else float(gamma_reg)
+        self.leverage_scores_ = scores
+        self.effective_dim_ = None if scores is None else float(scores.sum())
         self.component_indices_ = idx
         self.component_weights_ = weights
         self.components_ = X[idx]
         self._n_features_out = m
         return self
+
+    def _scores(self, kern, pts, n, gamma_reg, eps, qbar, seed):
+        """Every point's RLS estimate in [0, 1] from the chosen sampler."""
+        if self.sampler == "exact":
+            return _exact_scores(kern, pts, gamma_reg)
+        if self.sampler == "squeak":
+            d = _run_squeak(kern, pts, n, gamma_reg, eps, qbar, 1, None, self.n_jobs, seed,
+                            self.backend_)
+        else:
+            d, _ = _ink_run(None, kern, pts, 0, gamma_reg, eps, qbar, seed, self.backend_)
+        scores = _partition_scores(d, kern, pts, gamma_reg, qbar)
+        scores = _repair(d, kern, pts, scores, gamma_reg, eps, qbar, seed + 1, self.backend_)[1]
+        return np.minimum(scores, 1.0)  # a leverage score is at most 1
 
     def transform(self, X):
         """Nyström features ``k(X, components_) @ normalization_.T``, computed blockwise.

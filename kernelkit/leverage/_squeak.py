@@ -9,10 +9,12 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..backend import resolve_backend
 from ..utils._dispatch import select_loops
+from ..utils._state import atomic
 from ..utils._validation import check_scalar_param
 from ..utils._verbose import Progress, check_verbose
 from ._common import (
     _MIN_BLOCK,
+    _REPAIR_ROUNDS,
     _check_delta,
     _check_epsilon,
     _fill_doc,
@@ -52,6 +54,32 @@ def _squeak_merge(a, b, kern, gamma_reg, eps, qbar, seed, backend):
 def _partition_scores(d, kern, pts, gamma_reg, qbar):
     """Final RLS estimates of one partition's points from the final dictionary."""
     return _query_scores(d, kern, pts, kern.diag(pts), gamma_reg, qbar)
+
+
+def _repair(d, kern, pts, scores, gamma_reg, eps, qbar, seed, backend):
+    """Return ``(d, scores)`` with the points the dictionary provably misses added back.
+
+    An epsilon-accurate dictionary gives every point an estimate of at most
+    ``tau / (1 - eps) <= 1 / (1 - eps)``; a larger one proves the dictionary lost that
+    point's direction of feature space (with few copies, a group of repeated or nearly
+    repeated points can lose all of its copies at once). Those points join the
+    dictionary again, as new points do (Dict-Update of the union), and every estimate is
+    recomputed; up to ``_REPAIR_ROUNDS`` rounds, a no-op on data the dictionary covers.
+    """
+    loops = select_loops(__package__, backend)
+    rng = np.random.default_rng(seed)
+    limit = (1.0 + 1e-9) / (1.0 - eps)
+    for _ in range(_REPAIR_ROUNDS):
+        missed = np.setdiff1d(np.flatnonzero(scores > limit), d.idx)
+        if len(missed) == 0:
+            break
+        b = max(_MIN_BLOCK, len(d))
+        for b0 in range(0, len(missed), b):
+            part = missed[b0:b0 + b]
+            leaf = _leaf(part, _take(pts, part), qbar, kern)
+            d = _dict_update(_concat(d, leaf, kern), gamma_reg, eps, qbar, rng, loops)
+        scores = _partition_scores(d, kern, pts, gamma_reg, qbar)
+    return d, scores
 
 
 def _tree_pairs(n_items):
@@ -242,16 +270,18 @@ class SQUEAK(BaseEstimator):
         return isinstance(self.kernel, str) and self.kernel == "precomputed"
 
     def _fit_setup(self, X):
-        """Validate; return (X, kernel evaluator, points, resolved parameters)."""
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
-        gamma_reg = self.gamma_reg_ = _resolve_gamma_reg(self.gamma_reg, X.shape[0])
+        """Validate parameters, then data; return (X, kernel evaluator, points, parameters)."""
         eps = _check_epsilon(self.epsilon)
         delta = _check_delta(self.delta)
+        _resolve_gamma_reg(self.gamma_reg, 1)  # parameters before data: n only scales "auto"
+        _resolve_qbar(self.qbar, 2, eps, delta)
         n_partitions = check_scalar_param(self.n_partitions, "n_partitions", low=1,
                                           low_inclusive=True, integer=True)
         if self.block_size is not None:
             check_scalar_param(self.block_size, "block_size", low=1, low_inclusive=True,
                                integer=True)
+        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
+        gamma_reg = self.gamma_reg_ = _resolve_gamma_reg(self.gamma_reg, X.shape[0])
         self.backend_ = resolve_backend(self.backend, X)
         self.qbar_ = _resolve_qbar(self.qbar, X.shape[0], eps, delta)
         kern, pts = _make_eval(self, X)
@@ -259,6 +289,18 @@ class SQUEAK(BaseEstimator):
                                   n_partitions=n_partitions)
 
     def _fit_finish(self, X, kern, d, scores):
+        pts = np.arange(X.shape[0]) if self._precomputed() else X
+        eps = _check_epsilon(self.epsilon)
+        seed = int(check_random_state(self.random_state).randint(0, 2**31 - 1))
+        d, scores = _repair(d, kern, pts, scores, self.gamma_reg_, eps, self.qbar_, seed,
+                            self.backend_)
+        missed = int(np.sum(scores > (1.0 + 1e-9) / (1.0 - eps)))
+        if missed and len(d):
+            warnings.warn(f"SQUEAK's dictionary misses {missed} of {len(scores)} points (their "
+                          f"estimates exceed 1 / (1 - epsilon), which an epsilon-accurate "
+                          f"dictionary cannot give) with qbar={self.qbar_}: increase qbar.",
+                          UserWarning, stacklevel=3)
+        scores = np.minimum(scores, 1.0)  # a leverage score is at most 1
         if len(d) == 0:
             warnings.warn(f"SQUEAK's dictionary died out (qbar={self.qbar_} is too small for "
                           "this data: the estimates are then k(x, x) / gamma_reg). Increase "
@@ -274,6 +316,7 @@ class SQUEAK(BaseEstimator):
         self._dict = d
         return self
 
+    @atomic
     def fit(self, X, y=None):
         """Sample the dictionary in one pass and estimate every point's RLS.
 
