@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process.kernels import RBF as SkRBF
 from sklearn.gaussian_process.kernels import Matern as SkMatern
 from sklearn.gaussian_process.kernels import WhiteKernel
 from sklearn.metrics import pairwise
@@ -215,9 +216,10 @@ def test_float64_offset_near_duplicates_are_exact(backend):
 def test_gp_kernel_interface(rng):
     X = rng.standard_normal((30, 3))
     y = np.sin(X[:, 0])
-    k = RBF(0.5)
+    k = RBF(0.5, gamma_bounds="fixed")
     assert k.is_stationary() and not NTK().is_stationary()
     assert k.n_dims == 0 and k.hyperparameters[0].fixed
+    assert RBF().n_dims == 0 and RBF(0.5).n_dims == 1  # gamma=None is resolved from d: fixed
     fixed = NTK(depth=2, w_std_bounds="fixed")  # NTK hyperparameters: see test_gp.py
     gp = GaussianProcessRegressor(fixed + WhiteKernel(0.1), random_state=0).fit(X, y)
     assert gp.kernel_.k2.noise_level != 0.1  # the white noise was optimised, NTK kept fixed
@@ -263,3 +265,82 @@ def test_relu_antiparallel_pairs_are_exact(w_std, backend):
         assert_allclose(cls(depth=2, w_std=w_std)(A, B), w2**3 * root / (4 * np.pi),
                         rtol=1e-13)
         assert np.all(np.isfinite(cls(depth=3, w_std=w_std, b_std=0.3)(A, B)))
+
+
+# ------------------------------------------- scikit-learn's own GP kernel tests
+# scikit-learn's test functions, run on kernelkit kernels. test_kernel_theta assumes every
+# hyperparameter free (theta[i] is the i-th one), so it skips NTK(b_std=None) and RBF(),
+# whose b_std / gamma are fixed (no bias; gamma resolved from n_features).
+# Not applicable, and why: test_kernel_operator_commutative, test_kernel_anisotropic,
+# test_compound_kernel_input_type, test_matern_kernel and test_rational_quadratic_kernel
+# take no kernel argument and test scikit-learn's own classes (ARD length scales, nu=inf
+# and general nu, which kernelkit's isotropic kernels do not have).
+sk_gp_tests = pytest.importorskip("sklearn.gaussian_process.tests.test_kernels")
+GP_KERNELS = [RBF(0.7), Laplacian(0.4), Matern(0.3, 0.5), Matern(0.3, 1.5), Matern(0.3, 2.5),
+              Polynomial(0.5, 2, 1.0), Polynomial(0.2, 3.5, 2.0), NTK(depth=3, w_std=1.3),
+              NTK(depth=2, w_std=1.3, b_std=0.4), NNGP(depth=2, activation="erf", w_std=1.2,
+                                                        b_std=0.3)]
+SK_GP_CHECKS = ["test_kernel_gradient", "test_kernel_theta", "test_auto_vs_cross",
+                "test_kernel_diag", "test_kernel_stationary", "test_kernel_input_type",
+                "test_kernel_clone", "test_kernel_clone_after_set_params",
+                "test_kernel_versus_pairwise", "test_set_get_params", "test_repr_kernels"]
+
+
+def _applicable(kernel, check):
+    if check == "test_kernel_stationary":  # scikit-learn runs it on stationary kernels
+        return kernel.is_stationary()
+    if check == "test_kernel_theta":  # it assumes no hyperparameter is fixed
+        return not any(h.fixed for h in kernel.hyperparameters)
+    return True
+
+
+@pytest.mark.parametrize("kernel, check", [
+    (k, c) for k in GP_KERNELS + [Linear(), Cosine(), RBF()] for c in SK_GP_CHECKS
+    if _applicable(k, c)], ids=repr)
+def test_sklearn_gp_kernel_tests(kernel, check):
+    with kernelkit.config_context(backend="numpy"):
+        getattr(sk_gp_tests, check)(kernel)
+
+
+@pytest.mark.parametrize("kernel", GP_KERNELS[:6], ids=repr)
+def test_gamma_gradient_equals_finite_differences(kernel, rng):
+    X = np.vstack([rng.standard_normal((7, 3)), np.zeros((1, 3))])
+    X = np.vstack([X, X[:1] + 1e-9])  # a near-duplicate pair
+    K, G = kernel(X, eval_gradient=True)
+    h = 1e-6
+    fd = (kernel.clone_with_theta(kernel.theta + h)(X)
+          - kernel.clone_with_theta(kernel.theta - h)(X)) / (2 * h)
+    assert_allclose(G[..., 0], fd, rtol=0, atol=1e-7 * np.abs(fd).max())
+    assert np.abs(fd).max() > 1e-2  # the gradient is not trivially zero
+
+
+def test_gp_tunes_gamma_as_sklearn_tunes_length_scale(rng):
+    """RBF(gamma) is scikit-learn's RBF(length_scale) with gamma = 1 / (2 l^2): the GP
+    optimum of the log marginal likelihood is the same."""
+    X = rng.standard_normal((40, 2))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(40)
+    ours = GaussianProcessRegressor(RBF(0.5) + WhiteKernel(0.1), random_state=0).fit(X, y)
+    ref = GaussianProcessRegressor(SkRBF(1.0) + WhiteKernel(0.1), random_state=0).fit(X, y)
+    assert_allclose(ours.log_marginal_likelihood_value_, ref.log_marginal_likelihood_value_,
+                    rtol=1e-6)
+    assert_allclose(ours.kernel_.k1.gamma, 0.5 / ref.kernel_.k1.length_scale**2, rtol=1e-3)
+    assert ours.kernel_.k1.gamma != 0.5
+
+
+@pytest.mark.parametrize("bad", [(0.0, 1.0), (2.0, 1.0), (1.0,), "free", (1.0, np.inf)])
+def test_bad_bounds(bad, rng):
+    X = rng.standard_normal((4, 2))
+    for k in (RBF(0.5, gamma_bounds=bad), NTK(w_std_bounds=bad)):
+        with pytest.raises(ValueError, match="_bounds must be 'fixed' or a pair"):
+            k(X, eval_gradient=True)
+
+
+def test_kernel_params_keep_hyperparameter_values_exact(rng):
+    """kernel_params on a Kernel object copy it without a theta round trip: exp(log(g)) != g
+    for some g (here 0.3 + a few ulp)."""
+    from kernelkit.kernels import make_kernel
+
+    g = next(v for v in np.linspace(0.01, 3, 3000) if np.exp(np.log(v)) != v)
+    k = make_kernel(NTK(w_std=g, b_std=g), kernel_params={"depth": 2})
+    assert (k.w_std, k.b_std, k.depth) == (g, g, 2)
+    assert make_kernel(RBF(g), kernel_params={"gamma_bounds": "fixed"}).gamma == g

@@ -1,5 +1,8 @@
 """The Kernel base class: a scikit-learn GP kernel evaluated by kernelkit engines."""
 
+import inspect
+from numbers import Real
+
 import numpy as np
 from sklearn.gaussian_process.kernels import Hyperparameter
 from sklearn.gaussian_process.kernels import Kernel as _GPKernel
@@ -18,8 +21,12 @@ class Kernel(_GPKernel):
       works as ``SVC(kernel=k)`` or in :func:`sklearn.metrics.pairwise.pairwise_kernels`;
     * a :class:`sklearn.gaussian_process.kernels.Kernel` (``diag``,
       ``is_stationary``, ``+``/``*`` composition, e.g. ``k + WhiteKernel()``) whose
-      hyperparameters are fixed (no gradient is provided, so a GP optimiser
-      leaves them alone and tunes only the kernels it is composed with);
+      hyperparameters follow scikit-learn's convention: each continuous positive
+      parameter ``<name>`` with a constructor argument ``<name>_bounds`` (a pair,
+      or ``"fixed"``) is a log-space hyperparameter with an exact gradient, so a GP
+      optimiser tunes it; discrete or signed parameters (``nu``, ``depth``,
+      ``degree``, ``coef0``) are not hyperparameters, as ``nu`` of scikit-learn's
+      ``Matern``; a parameter left at None (resolved from the data) is fixed;
     * an estimator parameter whose own parameters are tunable as ``kernel__<name>``.
 
     Evaluation goes through the engine of :func:`kernelkit.get_config`'s
@@ -44,9 +51,25 @@ class Kernel(_GPKernel):
 
     @property
     def hyperparameters(self):
-        """Fixed hyperparameters, one per numeric constructor parameter."""
-        return [Hyperparameter(k, "numeric", "fixed") for k, v in self.get_params().items()
-                if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        """One per constructor parameter ``<name>`` that has a ``<name>_bounds``, in
+        constructor order; fixed when its bounds are ``"fixed"`` or its value is not a
+        positive number (None: resolved from the data; 0: no bias)."""
+        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
+        out = []
+        for name in names:
+            if not name.endswith("_bounds") or name[:-len("_bounds")] not in names:
+                continue
+            param = name[:-len("_bounds")]
+            bounds = check_bounds(getattr(self, name), name)
+            if not _positive(getattr(self, param)):
+                bounds = "fixed"
+            out.append(Hyperparameter(param, "numeric", bounds))
+        return out
+
+    def _gradient(self, X, K, free):
+        """``dK / dlog(p)`` for each free hyperparameter ``p`` in ``free``, stacked on the
+        last axis, from the host float64 inputs ``X`` and the kernel matrix ``K``."""
+        raise NotImplementedError(f"{type(self).__name__} has no gradient for {free}.")
 
     def __call__(self, X, Y=None, eval_gradient=False):
         """Kernel matrix ``k(X, Y)``.
@@ -57,16 +80,17 @@ class Kernel(_GPKernel):
         Y : array-like of shape (n_Y, n_features), default=None
             None means ``Y = X`` (computed faster, exactly symmetric).
         eval_gradient : bool, default=False
-            For the GP interface: also return the gradient with respect to the
-            (empty) free hyperparameters, of shape ``(n_X, n_X, 0)``. Only with ``Y=None``.
+            For the GP interface: also return the exact gradient with respect to
+            ``theta``, the logarithms of the free hyperparameters (host NumPy).
+            Only with ``Y=None``.
 
         Returns
         -------
         K : ndarray of shape (n_X, n_Y)
             float32 for float32 inputs, else float64; an array of the inputs' namespace
             (CuPy for CuPy inputs).
-        K_gradient : ndarray of shape (n_X, n_X, 0)
-            Only when ``eval_gradient`` is True.
+        K_gradient : ndarray of shape (n_X, n_X, n_free), float64
+            ``dK / dtheta``; only when ``eval_gradient`` is True.
 
         Raises
         ------
@@ -82,9 +106,14 @@ class Kernel(_GPKernel):
         engine = get_backend(None, X, Y)
         K = engine.pairwise(spec, engine.asarray(X), None if Y is None else engine.asarray(Y))
         K = follow_input(K, X_in, Y_in)
-        if eval_gradient:
+        if not eval_gradient:
+            return K
+        free = [h.name for h in self.hyperparameters if not h.fixed]
+        if not free:
             return K, np.empty((X.shape[0], X.shape[0], 0))
-        return K
+        Xh = np.asarray(X.get() if hasattr(X, "get") else X, dtype=np.float64)
+        Kh = np.asarray(K.get() if hasattr(K, "get") else K, dtype=np.float64)
+        return K, self._gradient(Xh, Kh, free)
 
     def diag(self, X):
         """The diagonal ``k(x_i, x_i)``, as ``np.diag(k(X))`` but in O(n) time.
@@ -109,6 +138,30 @@ class Kernel(_GPKernel):
     def __repr__(self):
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
+
+
+def _positive(v):
+    return isinstance(v, Real) and not isinstance(v, bool) and np.isfinite(v) and v > 0
+
+
+def check_bounds(bounds, name):
+    """``"fixed"`` or a pair ``(low, high)`` with ``0 < low <= high`` (log-space bounds).
+
+    Raises
+    ------
+    ValueError
+        Naming the argument otherwise.
+    """
+    if isinstance(bounds, str) and bounds == "fixed":
+        return bounds
+    try:
+        b = np.asarray(bounds, dtype=np.float64)
+    except (TypeError, ValueError):
+        b = None
+    if b is None or b.shape != (2,) or not np.all(np.isfinite(b)) or not 0 < b[0] <= b[1]:
+        raise ValueError(f"{name} must be 'fixed' or a pair (low, high) with 0 < low <= high, "
+                         f"got {bounds!r}.")
+    return tuple(float(v) for v in b)
 
 
 def _host(A):

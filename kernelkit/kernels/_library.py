@@ -1,6 +1,10 @@
 """Classical kernels, spelled as :func:`sklearn.metrics.pairwise.pairwise_kernels` spells them."""
 
+import math
 from numbers import Real
+
+import numpy as np
+from scipy.spatial.distance import cdist
 
 from ..backend import KernelSpec
 from ..utils._validation import check_scalar_param
@@ -12,6 +16,19 @@ def _gamma(gamma, n_features):
     return 1.0 / n_features if g is None else g
 
 
+_GAMMA_BOUNDS_DOC = """
+    gamma_bounds : pair of floats > 0 or "fixed", default=(1e-5, 1e5)
+        Range of ``gamma`` searched by a GP optimiser (``theta = [log gamma]``, exact
+        gradient); "fixed" freezes it. ``gamma=None`` is always fixed."""
+
+
+def _k_log_k(K):
+    """``dK/dlog(gamma) = -gamma dist K = K log K`` for ``K = exp(-gamma dist)`` (0 where
+    ``K`` underflowed: the limit of ``K log K``)."""
+    pos = K > 0
+    return np.where(pos, K * np.log(np.where(pos, K, 1.0)), 0.0)[..., None]
+
+
 class RBF(Kernel):
     """Gaussian kernel ``k(x, y) = exp(-gamma ||x - y||^2)``.
 
@@ -20,16 +37,20 @@ class RBF(Kernel):
     Parameters
     ----------
     gamma : float > 0, default=None
-        Inverse squared length scale; None means ``1 / n_features``.
+        Inverse squared length scale; None means ``1 / n_features``.{bounds}
     """
 
     _stationary = True
 
-    def __init__(self, gamma=None):
+    def __init__(self, gamma=None, gamma_bounds=(1e-5, 1e5)):
         self.gamma = gamma
+        self.gamma_bounds = gamma_bounds
 
     def _spec(self, n_features):
         return KernelSpec("rbf", (_gamma(self.gamma, n_features),))
+
+    def _gradient(self, X, K, free):
+        return _k_log_k(K)
 
 
 class Laplacian(Kernel):
@@ -40,16 +61,20 @@ class Laplacian(Kernel):
     Parameters
     ----------
     gamma : float > 0, default=None
-        Inverse length scale; None means ``1 / n_features``.
+        Inverse length scale; None means ``1 / n_features``.{bounds}
     """
 
     _stationary = True
 
-    def __init__(self, gamma=None):
+    def __init__(self, gamma=None, gamma_bounds=(1e-5, 1e5)):
         self.gamma = gamma
+        self.gamma_bounds = gamma_bounds
 
     def _spec(self, n_features):
         return KernelSpec("laplacian", (_gamma(self.gamma, n_features),))
+
+    def _gradient(self, X, K, free):
+        return _k_log_k(K)
 
 
 class Matern(Kernel):
@@ -66,13 +91,26 @@ class Matern(Kernel):
     gamma : float > 0, default=None
         None means ``1 / n_features``.
     nu : {0.5, 1.5, 2.5}, default=1.5
+        Not a hyperparameter (as in scikit-learn's ``Matern``).{bounds}
     """
 
     _stationary = True
 
-    def __init__(self, gamma=None, nu=1.5):
+    def __init__(self, gamma=None, nu=1.5, gamma_bounds=(1e-5, 1e5)):
         self.gamma = gamma
         self.nu = nu
+        self.gamma_bounds = gamma_bounds
+
+    def _gradient(self, X, K, free):
+        # s = r / l = r sqrt(2 gamma): dK/dlog(gamma) = (s / 2) dK/ds
+        s = cdist(X, X) * math.sqrt(2.0 * self.gamma)
+        if self.nu == 0.5:
+            g = -s * np.exp(-s)
+        elif self.nu == 1.5:
+            g = -3.0 * s * s * np.exp(-math.sqrt(3.0) * s)
+        else:
+            g = -(5.0 / 3.0) * s * s * (1.0 + math.sqrt(5.0) * s) * np.exp(-math.sqrt(5.0) * s)
+        return (0.5 * g)[..., None]
 
     def _spec(self, n_features):
         if not isinstance(self.nu, Real) or isinstance(self.nu, bool) or self.nu not in (
@@ -91,15 +129,25 @@ class Polynomial(Kernel):
     gamma : float > 0, default=None
         None means ``1 / n_features``.
     degree : float >= 0, default=3
-        Exponent.
+        Exponent (not a hyperparameter).
     coef0 : float, default=1
-        Additive constant inside the power.
+        Additive constant inside the power (not a hyperparameter: it may be <= 0).{bounds}
     """
 
-    def __init__(self, gamma=None, degree=3, coef0=1):
+    def __init__(self, gamma=None, degree=3, coef0=1, gamma_bounds=(1e-5, 1e5)):
         self.gamma = gamma
         self.degree = degree
         self.coef0 = coef0
+        self.gamma_bounds = gamma_bounds
+
+    def _gradient(self, X, K, free):
+        # dK/dlog(gamma) = degree * gamma x.y * (gamma x.y + coef0)^(degree - 1)
+        d = float(self.degree)
+        if d == 0:
+            return np.zeros(K.shape + (1,))
+        gxy = self.gamma * (X @ X.T)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (d * gxy * (gxy + self.coef0) ** (d - 1.0))[..., None]
 
     def _spec(self, n_features):
         degree = check_scalar_param(self.degree, "degree", low=0.0, low_inclusive=True)
@@ -128,3 +176,8 @@ class Cosine(Kernel):
 
     def _spec(self, n_features):
         return KernelSpec("cosine", ())
+
+
+for _cls in (RBF, Laplacian, Matern, Polynomial):
+    _cls.__doc__ = _cls.__doc__.replace("{bounds}", _GAMMA_BOUNDS_DOC)
+del _cls

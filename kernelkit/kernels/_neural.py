@@ -14,8 +14,8 @@ from sklearn.gaussian_process.kernels import Hyperparameter
 from .._config import get_config
 from ..backend import KernelSpec, get_backend
 from ..backend._array import CANCELLATION, affine_defect, erf_gap, relu_layer
-from ..utils._validation import check_input, check_scalar_param
-from ._base import Kernel
+from ..utils._validation import check_scalar_param
+from ._base import Kernel, check_bounds
 
 ACTIVATIONS = ("relu", "erf")
 
@@ -50,60 +50,32 @@ class _NeuralKernel(Kernel):
 
     @property
     def hyperparameters(self):
-        """``depth`` (fixed), ``w_std`` and ``b_std`` (log-space, within their bounds).
+        """``w_std`` and ``b_std`` (log-space, within their bounds), in that order.
 
-        ``b_std`` is fixed when it is None or 0 (no bias: its logarithm is undefined).
+        ``b_std`` is fixed when it is None or 0 (no bias: its logarithm is undefined);
+        ``depth`` is discrete and not a hyperparameter (as ``nu`` of scikit-learn's
+        ``Matern``).
         """
         no_bias = self.b_std is None or (not isinstance(self.b_std, str) and self.b_std == 0)
-        return [Hyperparameter("depth", "numeric", "fixed"),
-                Hyperparameter("w_std", "numeric", self.w_std_bounds),
-                Hyperparameter("b_std", "numeric", "fixed" if no_bias else self.b_std_bounds)]
+        b_bounds = check_bounds(self.b_std_bounds, "b_std_bounds")
+        return [Hyperparameter("w_std", "numeric", check_bounds(self.w_std_bounds,
+                                                                 "w_std_bounds")),
+                Hyperparameter("b_std", "numeric", "fixed" if no_bias else b_bounds)]
 
-    def __call__(self, X, Y=None, eval_gradient=False):
-        """Kernel matrix ``k(X, Y)`` and, optionally, its gradient.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_X, n_features)
-        Y : array-like of shape (n_Y, n_features), default=None
-            None means ``Y = X``.
-        eval_gradient : bool, default=False
-            Also return the gradient with respect to the free hyperparameters
-            ``theta`` (``log(w_std)``, then ``log(b_std)`` unless fixed). Only with
-            ``Y=None``. Computed exactly by differentiating the layer recursion
-            (host NumPy, row blocks within ``working_memory``).
-
-        Returns
-        -------
-        K : ndarray of shape (n_X, n_Y)
-        K_gradient : ndarray of shape (n_X, n_X, n_free), float64
-            ``dK / dtheta``; only when ``eval_gradient`` is True.
-
-        Raises
-        ------
-        ValueError
-            On NaN/inf, empty or non-2-D input, mismatched feature counts, an
-            invalid kernel parameter, or ``eval_gradient=True`` with ``Y`` given.
-        """
-        if not eval_gradient:
-            return super().__call__(X, Y)
-        K, _ = super().__call__(X, Y, eval_gradient=True)
-        free = [h.name for h in self.hyperparameters if not h.fixed]
-        if not free:
-            return K, np.empty(K.shape + (0,))
-        Xh = np.asarray(check_input(X).get() if hasattr(X, "get") else check_input(X),
-                        dtype=np.float64)
+    def _gradient(self, Xh, K, free):
+        """Exact ``dK/dlog(w_std)``, ``dK/dlog(b_std)`` (free ones) by differentiating the
+        layer recursion (host NumPy or its Numba twin, row blocks within
+        ``working_memory``)."""
         depth, act, w2, b2 = self.spec(Xh.shape[1]).params
         if act == "relu" and b2 == 0:
             # relu without bias is positively homogeneous: k scales as w2^(depth + 1),
             # so dk/dlog(w_std) = 2 (depth + 1) k exactly (Euler), at no extra cost
-            Kh = np.asarray(K.get() if hasattr(K, "get") else K, dtype=np.float64)
-            return K, (2.0 * (depth + 1) * Kh)[..., None]
+            return (2.0 * (depth + 1) * K)[..., None]
         G = nn_gradient(Xh, int(depth), act, w2, b2, self._output == "ntk",
                         engine=get_backend(None, Xh).name)
         # d/d log(s) = 2 s^2 d/d(s^2) for s = w_std, b_std
         cols = {"w_std": 2.0 * w2 * G[..., 0], "b_std": 2.0 * b2 * G[..., 1]}
-        return K, np.stack([cols[name] for name in free], axis=-1)
+        return np.stack([cols[name] for name in free], axis=-1)
 
 
 def _safe_div(a, b):

@@ -179,7 +179,10 @@ def make_kernel(kernel, gamma=None, degree=3, coef0=1, kernel_params=None, *, sp
         if sparse:
             raise TypeError("a kernelkit Kernel object needs dense X; pass X.toarray().")
         if params:
-            return kernel.clone_with_theta(kernel.theta).set_params(**params)
+            from sklearn.base import clone
+
+            # clone, not clone_with_theta: exp(log(gamma)) is not always gamma
+            return clone(kernel).set_params(**params)
         return kernel
     if isinstance(kernel, str):
         from sklearn.metrics.pairwise import kernel_metrics
