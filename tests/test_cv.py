@@ -162,7 +162,7 @@ def test_linear_classifier_equals_ridgeclassifiercv_without_intercept():
 
 
 def test_selection_equals_gridsearch_leave_one_out():
-    X, y = _data(n=25)
+    X, y = _data(n=18)
     gammas = [0.05, 0.3, 2.0]
     ours = KernelRidgeCV(ALPHAS, kernel="rbf", param_grid={"gamma": gammas}).fit(X, y)
     peer = GridSearchCV(KernelRidge(kernel="rbf", solver="cholesky"),
@@ -176,11 +176,12 @@ def test_selection_equals_gridsearch_leave_one_out():
 
 
 def test_kernel_object_grid_equals_gridsearch_over_kernel_params():
-    X, y = _data(n=20)
+    X, y = _data(n=12)
     grid = {"depth": [1, 2], "b_std": [0.0, 0.5]}
-    ours = KernelRidgeCV(ALPHAS, kernel=NTK(), param_grid=grid).fit(X, y)
+    alphas = (1e-2, 1.0)
+    ours = KernelRidgeCV(alphas, kernel=NTK(), param_grid=grid).fit(X, y)
     peer = GridSearchCV(KernelRidge(kernel=NTK(), solver="cholesky"),
-                        {"alpha": list(ALPHAS), "kernel__depth": grid["depth"],
+                        {"alpha": list(alphas), "kernel__depth": grid["depth"],
                          "kernel__b_std": grid["b_std"]}, cv=LeaveOneOut(),
                         scoring="neg_mean_squared_error").fit(X, y)
     assert ours.alpha_ == peer.best_params_["alpha"]
@@ -282,6 +283,51 @@ def test_gridsearch_over_a_cv_estimators_other_parameters():
               for k in ("rbf", "laplacian")}
     assert search.best_params_["kernel"] == max(manual, key=manual.get)
     assert_allclose(search.best_score_, max(manual.values()), rtol=1e-12)
+
+
+def test_binary_classifier_cv_results_keep_the_column_axis():
+    X, y = _data()
+    cv = KernelRidgeClassifierCV(ALPHAS, store_cv_results=True).fit(X, y > 0)
+    peer = RidgeClassifierCV(ALPHAS, fit_intercept=False, store_cv_results=True).fit(X, y > 0)
+    assert cv.cv_results_.shape == peer.cv_results_.shape == (len(y), 1, len(ALPHAS))
+    assert_allclose(cv.cv_results_, peer.cv_results_, rtol=1e-8, atol=1e-12)
+
+
+def test_nan_scores_rank_last_and_all_nan_raises():
+    X, y = _data(n=12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # R^2 of one point is undefined
+        with pytest.raises(ValueError, match="NaN"):
+            KernelRidgeCV(ALPHAS, cv=LeaveOneOut()).fit(X, y)
+
+    def scorer(est, P, y_true):  # NaN for the first alpha only
+        return np.nan if scorer.calls % len(ALPHAS) == 0 else -np.mean((P - y_true) ** 2)
+
+    scorer.calls = 0
+
+    def counted(est, P, y_true):
+        out = scorer(est, P, y_true)
+        scorer.calls += 1
+        return out
+
+    cv = KernelRidgeCV(ALPHAS, kernel="rbf", gamma=0.3, scoring=counted).fit(X, y)
+    ref = KernelRidgeCV(ALPHAS[1:], kernel="rbf", gamma=0.3,
+                        scoring="neg_mean_squared_error").fit(X, y)
+    assert np.isnan(cv.scores_[0, 0]) and cv.alpha_ == ref.alpha_
+
+
+def test_callable_kernel_grid_over_its_keyword_arguments():
+    X, y = _data(n=20)
+
+    def scaled_rbf(A, B, scale=1.0):
+        return rbf_kernel(A, B, gamma=scale)
+
+    ours = KernelRidgeCV(ALPHAS, kernel=scaled_rbf, param_grid={"scale": [0.1, 1.0]}).fit(X, y)
+    peer = KernelRidgeCV(ALPHAS, kernel="rbf", param_grid={"gamma": [0.1, 1.0]}).fit(X, y)
+    assert_allclose(ours.scores_, peer.scores_, rtol=1e-9)
+    assert ours.best_estimator_.kernel_params == {"scale": peer.best_params_["gamma"]}
+    with pytest.raises(ValueError, match="param_grid key 'gamma'"):
+        KernelRidgeCV(kernel=scaled_rbf, param_grid={"gamma": [1.0]}).fit(X, y)
 
 
 def test_round_off_alphas_warn():

@@ -209,13 +209,17 @@ class _KernelRidgeCVBase(BaseEstimator):
                                            per_target, warn=i == 0)
             scores.append(sc)
         S = np.asarray(scores, dtype=np.float64)  # (n_candidates, n_alphas[, n_targets])
+        if np.all(np.isnan(S)):
+            raise ValueError("every cross-validation score is NaN; check scoring and cv "
+                             "(e.g. R^2 is undefined on test folds of one sample).")
+        ranked = np.where(np.isnan(S), -np.inf, S)  # NaN ranks last, as in GridSearchCV
         if per_target:
-            best = S.max(axis=1)  # each target at its own alpha
+            best = ranked.max(axis=1)  # each target at its own alpha
             ci = int(np.argmax(best.mean(axis=1)))
-            alpha = alphas[np.argmax(S[ci], axis=0)]
-            best_score = best[ci]
+            alpha = alphas[np.argmax(ranked[ci], axis=0)]
+            best_score = S[ci][np.argmax(ranked[ci], axis=0), np.arange(S.shape[2])]
         else:
-            ci, ai = np.unravel_index(int(np.argmax(S)), S.shape)
+            ci, ai = np.unravel_index(int(np.argmax(ranked)), S.shape)
             alpha, best_score = float(alphas[ai]), float(S[ci, ai])
         self.alpha_ = alpha
         self.best_score_ = best_score
@@ -224,7 +228,7 @@ class _KernelRidgeCVBase(BaseEstimator):
         self.scores_ = S
         if store:
             V = np.stack(values)
-            if Y.shape[1] == 1 and y_true.ndim == 1:
+            if y_true.ndim == 1 and not is_classifier(self):
                 V = V[:, :, 0, :]  # (n_samples, n_alphas) per candidate, as RidgeCV
             self.cv_results_ = V if self.param_grid is not None else V[0]
         return ridge_params(self, candidates[ci])
