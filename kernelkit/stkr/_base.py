@@ -101,7 +101,7 @@ class _STKRBase(BaseEstimator):
             if X.shape[0] != X.shape[1]:
                 raise ValueError(f"kernel='precomputed' needs a square X (the kernel matrix "
                                  f"of all training points), got shape {X.shape}.")
-            if not _symmetric(X):
+            if not _operator.is_symmetric(X):
                 raise ValueError("kernel='precomputed' needs a symmetric kernel matrix X.")
             return _operator.precomputed_operator(X), {}
         op = self._kernel_op(X)
@@ -203,13 +203,3 @@ class _STKRBase(BaseEstimator):
         tags.input_tags.sparse = self._sparse_ok()
         return tags
 
-
-def _symmetric(G):
-    """Whether a kernel matrix (dense or sparse) is symmetric to rounding."""
-    D = G - G.T
-    if sparse.issparse(G):
-        dmax = float(abs(D).max()) if D.nnz else 0.0
-        gmax = float(abs(G).max()) if G.nnz else 0.0
-    else:
-        dmax, gmax = float(np.abs(D).max()), float(np.abs(G).max())
-    return dmax <= 1e-8 * gmax

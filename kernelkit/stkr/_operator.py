@@ -83,12 +83,27 @@ def dense_operator(op, X, cache_bytes):
         step = max(1, int(2**27 // (8 * n)))
         for r0 in range(0, n, step):
             G[r0:r0 + step] = op.block_host(X[r0:r0 + step], X)
+        if not is_symmetric(G):  # a callable that is no kernel function: say so, not diverge
+            raise ValueError(f"the kernel {op.kernel!r} gave a non-symmetric matrix k(X, X) "
+                             "on the training rows; STKR needs a symmetric positive "
+                             "semi-definite kernel.")
         return precomputed_operator(G)
 
     def matmul(W):
         return np.asarray(op.engine.to_host(op.matmul(X, X, W)), dtype=np.float64)
 
     return GramOperator(matmul, n, block)
+
+
+def is_symmetric(G):
+    """Whether a kernel matrix (dense or sparse) is symmetric to rounding."""
+    D = G - G.T
+    if sparse.issparse(G):
+        dmax = float(abs(D).max()) if D.nnz else 0.0
+        gmax = float(abs(G).max()) if G.nnz else 0.0
+    else:
+        dmax, gmax = float(np.abs(D).max()), float(np.abs(G).max())
+    return dmax <= 1e-8 * gmax
 
 
 def precomputed_operator(G):
