@@ -47,6 +47,12 @@ def _host(engine, a):
     return np.asarray(engine.to_host(a))
 
 
+def _inputs(X):
+    """Host inputs at their own float precision (never rounded to the blocks' dtype)."""
+    X = np.asarray(X)
+    return np.ascontiguousarray(X, dtype=X.dtype if X.dtype.kind == "f" else np.float64)
+
+
 def _block_task(evaluator, X, Z, dtype, working_memory):
     with config_context(working_memory=working_memory):
         eng = evaluator.engine
@@ -89,7 +95,8 @@ class DaskKernelOperator:
     evaluator : kernelkit.kernels.KernelOperator
         The kernel and the engine name the workers use.
     Z : ndarray of shape (p, n_features)
-        Centers (host array), cast to ``dtype``.
+        Centers (host float array), kept at their own precision: the kernel is
+        evaluated in float64 from them, only its values are rounded to ``dtype``.
     dtype : numpy dtype
         dtype of the blocks and products.
     n_chunks : int, default=None
@@ -106,7 +113,7 @@ class DaskKernelOperator:
         self.client = client
         self.evaluator = evaluator
         self.dtype = np.dtype(dtype)
-        self.Z = np.ascontiguousarray(Z, dtype=self.dtype)
+        self.Z = _inputs(Z)
         self.n_centers = self.Z.shape[0]
         self.xp = np
         self.working_memory = float(get_config()["working_memory"])
@@ -141,7 +148,7 @@ class DaskKernelOperator:
             One block future per chunk, for :meth:`matmul`, :meth:`columns`,
             :meth:`rmatmul`; free it with :meth:`release`.
         """
-        X = np.ascontiguousarray(X, dtype=self.dtype)
+        X = _inputs(X)
         xf = self.client.scatter(X, broadcast=True, hash=False)
         return [self._submit(_block_task, self.evaluator, xf, zf, self.dtype.name,
                              self.working_memory, worker=w) for (_, _, w, zf) in self._chunks]
@@ -235,7 +242,7 @@ class DaskKernelOperator:
         -------
         KW : ndarray of shape (n_X,) or (n_X, k), float64
         """
-        X = np.ascontiguousarray(X, dtype=self.dtype)
+        X = _inputs(X)
         W = np.asarray(W)
         xf = self.client.scatter(X, broadcast=True, hash=False)
         futs = [self._submit(_matmul_task, self.evaluator, xf, zf, W[b0:b1],

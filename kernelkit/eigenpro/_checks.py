@@ -54,27 +54,33 @@ def _check_number(value, name, *, low=None, low_inclusive=True, high=None, high_
 
 
 def _normalise_targets(Y):
-    """``(Y / scale, scale)`` with ``scale`` the RMS of ``Y`` (1 for zero targets)."""
-    top = float(np.max(np.abs(Y))) if Y.size else 0.0
-    if top == 0.0:
-        return Y, 1.0
-    scale = top * float(np.sqrt(np.mean((Y / top) ** 2)))  # no overflow for 1e300
+    """``(Y / scale, scale)`` with ``scale`` the RMS of each column of ``Y`` (1 for zeros).
+
+    Per column, so that the iteration sees every output at unit scale whatever the
+    others' scale: the compute dtype then never under- or overflows (float32 loses
+    targets near 1e-45 and overflows near 1e39), and one output of scale 1e-300 next
+    to one of scale 1 is fitted as exactly as alone (the iteration is linear in each
+    column).
+    """
+    top = np.max(np.abs(Y), axis=0) if Y.shape[0] else np.zeros(Y.shape[1])
+    safe = np.where(top > 0, top, 1.0)
+    scale = safe * np.sqrt(np.mean((Y / safe) ** 2, axis=0))  # no overflow for 1e300
+    scale = np.where(top > 0, scale, 1.0)
     return Y / scale, scale
 
 
 def _rescale(weights, scale):
-    """Coefficients for the original targets, in the compute dtype, or a clear error."""
-    w = np.asarray(weights, dtype=np.float64) * scale
+    """Coefficients for the original targets, in float64, or a clear error.
+
+    float64 whatever the compute dtype: the coefficients of targets of scale 1e-300
+    (or 1e30) are outside float32's range, and the ``n_centers x n_outputs`` array
+    is small next to the data.
+    """
     with np.errstate(over="ignore"):
-        out = w.astype(weights.dtype)
-    info = np.finfo(weights.dtype)
-    top = float(np.max(np.abs(w))) if w.size else 0.0
-    # coefficients three decades below the largest would already be subnormal
-    if not np.all(np.isfinite(out)) or 0.0 < top < 1e3 * info.tiny:
-        raise ValueError(f"the targets' scale ({scale:.3g}) puts the coefficients outside "
-                         f"the normal range of dtype={weights.dtype.name} (about "
-                         f"{info.tiny:.0e} to {info.max:.0e}); pass dtype='float64' or "
-                         "rescale y.")
+        out = np.asarray(weights, dtype=np.float64) * scale
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"the targets' scale (up to {float(np.max(scale)):.3g}) puts the "
+                         "coefficients beyond the float64 range; rescale y.")
     return out
 
 

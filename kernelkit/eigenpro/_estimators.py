@@ -7,7 +7,7 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.metrics import accuracy_score, r2_score
+from sklearn.metrics import accuracy_score
 from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils import check_array, check_random_state
@@ -17,6 +17,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ..backend import resolve_backend
 from ..kernels import KernelOperator, make_kernel
 from ..utils._classes import OneVsAllClassifierMixin
+from ..utils._state import atomic
 from ..utils._threads import blas_threads_for, single_blas_thread
 from ..utils._verbose import check_verbose
 from . import _solver as _ep
@@ -31,7 +32,7 @@ from ._checks import (
     _rescale,
 )
 from ._docs import _ATTRS_DOC, _NOTES_DOC, _PARAMS_DOC
-from ._stopping import MONITOR_SIZE, StoppingRule
+from ._stopping import MONITOR_SIZE, StoppingRule, regression_score
 
 __all__ = ["EigenProRegressor", "EigenProClassifier"]
 
@@ -145,10 +146,26 @@ class _BaseEigenPro(BaseEstimator):
         # "auto": the held-out rule whenever there is a rule at all (tol given)
         p["early_stopping"] = bool(self.tol is not None if self.early_stopping == "auto"
                                    else self.early_stopping)
+        nc = self.n_centers
+        if isinstance(nc, (str, bool, np.bool_)):
+            raise ValueError(f"n_centers must be None, an int, a float in (0, 1] or an array "
+                             f"of centers, got {nc!r}.")
+        if isinstance(nc, Integral) and nc < 1:
+            raise ValueError(f"n_centers must be >= 1, got {nc!r}.")
+        if isinstance(nc, Real) and not isinstance(nc, Integral) and \
+                not (math.isfinite(nc) and 0.0 < nc <= 1.0):
+            raise ValueError(f"n_centers as a float is a fraction of the training samples "
+                             f"and must be in (0, 1], got {nc!r}.")
+        p["dtype"] = self._compute_dtype()
+        p["kernel"] = self._get_kernel()
         return p
 
-    def _centers(self, X_train, rng, dtype, held_out=False):
-        """(centers, drawn_from_data) for ``n_centers``; None centers means EigenPro 2."""
+    def _centers(self, X_train, rng, held_out=False):
+        """(centers, drawn_from_data) for ``n_centers``; None centers means EigenPro 2.
+
+        At the inputs' own precision (float32 storage never rounds the data: the kernel
+        is evaluated in float64 from them and only its values are rounded).
+        """
         n = X_train.shape[0]
         nc = self.n_centers
         if nc is None:
@@ -170,7 +187,7 @@ class _BaseEigenPro(BaseEstimator):
                                      f"samples and must be in (0, 1], got {nc!r}.")
                 p = max(1, int(round(nc * n)))
             idx = np.arange(n) if p == n else np.sort(rng.choice(n, p, replace=False))
-            return np.array(X_train[idx], dtype=dtype, order="C", copy=True), True
+            return np.array(X_train[idx], order="C", copy=True), True
         if isinstance(nc, str):
             raise ValueError(f"n_centers must be None, an int, a float in (0, 1] or an array of "
                              f"centers, got {nc!r}.")
@@ -178,7 +195,7 @@ class _BaseEigenPro(BaseEstimator):
         if Z.shape[1] != X_train.shape[1]:
             raise ValueError(f"n_centers has {Z.shape[1]} features but X has "
                              f"{X_train.shape[1]}; centers must live in the input space.")
-        return np.array(Z, dtype=dtype, order="C", copy=True), False
+        return np.array(Z, order="C", copy=True), False
 
     # -------------------------------------------------------------- client
     def _operator(self, evaluator, Z_dev, dtype):
@@ -197,12 +214,13 @@ class _BaseEigenPro(BaseEstimator):
         return op, (client if owned else None)
 
     # ------------------------------------------------------------------ fit
-    def _fit(self, X, Y, stratify):
-        """Train on validated ``X`` (n, d) and 2-D targets ``Y`` (n, k)."""
-        params = self._check_params()
-        dtype = self._compute_dtype()
-        kernel = self._get_kernel()
-        self.backend_ = resolve_backend(self.backend, X)
+    def _fit(self, X, Y, stratify, params, backend):
+        """Train on validated ``X`` (n, d) and 2-D targets ``Y`` (n, k).
+
+        ``params`` and ``backend`` were checked before the data; fitted attributes are
+        assigned at the end only (``fit`` is :func:`~kernelkit.utils._state.atomic`).
+        """
+        dtype, kernel = params["dtype"], params["kernel"]
         rng = check_random_state(self.random_state)
         # independent streams: setup (split, centers, Nyström points), outer batches and
         # the inner projection's batches, so that EigenPro 2 and EigenPro 3 on all the
@@ -210,9 +228,8 @@ class _BaseEigenPro(BaseEstimator):
         seeds = rng.randint(np.iinfo(np.int32).max, size=3)
         rng, batch_rng, inner_rng = (np.random.RandomState(sd) for sd in seeds)
         n_all = X.shape[0]
-        # Scale-free targets: the iteration runs on y / scale (scale = RMS of y), so
-        # y and c y give the same iterates whatever the dtype's range (float32 loses
-        # targets near 1e-45 and overflows near 1e39 otherwise).
+        # Scale-free targets: the iteration runs on each column over its RMS, so y and
+        # c y give the same iterates whatever the dtype's range
         Y, y_scale = _normalise_targets(Y)
 
         es = params["early_stopping"]
@@ -243,10 +260,10 @@ class _BaseEigenPro(BaseEstimator):
             X_train, Y_train, X_val, Y_val = X, Y, None, None
         n = X_train.shape[0]
 
-        Z, from_data = self._centers(X_train, rng, dtype, es)
+        Z, from_data = self._centers(X_train, rng, es)
         on_train = Z is None
         if on_train:
-            Z = np.array(X_train, dtype=dtype, order="C", copy=True)
+            Z = np.array(X_train, order="C", copy=True)
         algorithm = self.algorithm
         if algorithm == "auto":
             algorithm = "ep2" if on_train else "ep4"
@@ -271,7 +288,7 @@ class _BaseEigenPro(BaseEstimator):
         q_max = min(s - 1, max(1, s // 3), 1000) if q_req is None else q_req
         J = np.sort(rng.choice(p, s, replace=False))
 
-        evaluator = KernelOperator(kernel, X.shape[1], self.backend_)
+        evaluator = KernelOperator(kernel, X.shape[1], backend)
         engine = evaluator.engine
         xp = np if self.client is not None else engine.xp
         budget = _ep.budget_bytes()
@@ -282,8 +299,8 @@ class _BaseEigenPro(BaseEstimator):
             a = np.asarray(a, dtype=dt)
             return a if on_host else engine.asarray(a)
 
-        Z_dev = dev(Z)
-        X_dev = Z_dev if epro2 else dev(X_train)
+        Z_dev = dev(Z, Z.dtype)
+        X_dev = Z_dev if epro2 else dev(X_train, X_train.dtype)
         Y_dev = dev(Y_train)
 
         # beta = max k(x, x) over the training data (measured: not 1 for e.g. the NTK)
@@ -314,7 +331,8 @@ class _BaseEigenPro(BaseEstimator):
                                           replace=False))]
             v64 = dev(v, np.float64)
             return (np.asarray(engine.to_host(evaluator.block(v64, v64, np.float64))),
-                    np.asarray(engine.to_host(evaluator.block(v64, ZJ64, np.float64))))
+                    np.asarray(engine.to_host(evaluator.block(v64, ZJ64, np.float64))),
+                    rng.uniform(-1.0, 1.0, v.shape[0]))  # Lanczos start: random_state's
 
         batch_limit = max(1, int(budget // ((p + s) * itemsize)))
         alpha = params["alpha"]
@@ -358,25 +376,27 @@ class _BaseEigenPro(BaseEstimator):
                                         evaluator=evaluator)
             # the monitored points' kernel block is kept when it fits: the rule then
             # costs one matrix product per epoch
-            Xv = dev(X_val if es else X_train[mon])
+            Xv = dev(X_val, X_val.dtype) if es else dev(X_train[mon], X_train.dtype)
             Kv = _ep.cache_rows(op, Xv, cache)
 
             def forward(w):
                 return engine.to_host(op.forward(Xv, w) if Kv is None else Kv @ w)
 
             stop = StoppingRule(params["tol"], params["n_iter_no_change"], forward,
-                                (lambda pred: self._validation_score(Y_val * y_scale,
-                                                                     pred * y_scale))
+                                (lambda pred: self._validation_score(Y_val, pred, y_scale))
                                 if es else None)
 
             # the numba engine runs its blocks on its own threads, one BLAS thread each;
             # the step's small products then also take one BLAS thread (two OpenBLAS
             # threads gain nothing on them and stall whenever a core is busy)
-            blas = single_blas_thread() if self.backend_ == "numba" else \
+            blas = single_blas_thread() if backend == "numba" else \
                 blas_threads_for(max(p, P.batch_size))
             try:
                 with blas:
-                    hist = solver.run(params["max_iter"], stop, self, params["verbose"])
+                    with np.errstate(over="ignore"):  # a 1e300 target's loss is inf
+                        loss_scale = y_scale ** 2
+                    hist = solver.run(params["max_iter"], stop, self, params["verbose"],
+                                      loss_scale=loss_scale)
             except _ep.Diverged as exc:
                 raise ValueError(_divergence_message(exc, P)) from None
             weights = np.asarray(engine.to_host(solver.weights))
@@ -387,9 +407,11 @@ class _BaseEigenPro(BaseEstimator):
             if owned_client is not None:
                 owned_client.close()
 
+        dual_coef = _rescale(weights, y_scale)
         # fitted attributes
+        self.backend_ = backend
         self.centers_ = Z
-        self.dual_coef_ = _rescale(weights, y_scale)
+        self.dual_coef_ = dual_coef
         self.algorithm_ = algorithm
         self.projection_period_ = period
         self.n_auxiliary_centers_ = period * P.batch_size if algorithm == "ep4" else None
@@ -411,7 +433,7 @@ class _BaseEigenPro(BaseEstimator):
             self.projection_n_components_ = None
             self.projection_batch_size_ = None
             self.projection_eta_ = None
-        self.loss_curve_ = [v * y_scale ** 2 for v in hist["loss_curve"]]
+        self.loss_curve_ = hist["loss_curve"]
         self.validation_scores_ = stop.scores if es else None
         self.best_validation_score_ = stop.best_score if es else None
         self.prediction_changes_ = None if es else stop.changes
@@ -428,11 +450,11 @@ class _BaseEigenPro(BaseEstimator):
         """``k(X, centers_) @ dual_coef_`` in float64, shape (n, k) or (n,)."""
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        dtype = self.centers_.dtype
         evaluator = KernelOperator(self._get_kernel(), X.shape[1], self.backend_)
         engine = evaluator.engine
         W = self.dual_coef_ if self.dual_coef_.ndim == 2 else self.dual_coef_[:, None]
-        Z, Xd = self.centers_, np.asarray(X, dtype=dtype)
+        # the inputs as given: the float64 product never rounds them
+        Z, Xd, dtype = self.centers_, X, W.dtype
         if self.client is None:
             Z, Xd, W = engine.asarray(Z), engine.asarray(Xd), engine.asarray(W)
         op, owned = self._operator(evaluator, Z, dtype)
@@ -492,6 +514,7 @@ class EigenProRegressor(MultiOutputMixin, RegressorMixin, _BaseEigenPro):
     True
     """
 
+    @atomic
     def fit(self, X, y):
         """Fit the model by EigenPro iterations.
 
@@ -507,17 +530,19 @@ class EigenProRegressor(MultiOutputMixin, RegressorMixin, _BaseEigenPro):
         self : object
             The fitted estimator.
         """
+        params, backend = self._check_params(), resolve_backend(self.backend, X)
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True,
                              dtype=[np.float64, np.float32], ensure_min_samples=2)
         Y = np.asarray(y, dtype=np.float64)
         Y2 = Y[:, None] if Y.ndim == 1 else Y
-        self._fit(X, Y2, stratify=None)
+        self._fit(X, Y2, None, params, backend)
         if Y.ndim == 1:
             self.dual_coef_ = self.dual_coef_[:, 0]
         return self
 
-    def _validation_score(self, Y_val, pred):
-        return r2_score(Y_val, pred)
+    def _validation_score(self, Y_val, pred, scale):
+        # scale-free: computed on the normalised targets (no overflow for 1e300)
+        return regression_score(Y_val, pred)
 
     def predict(self, X):
         """Predict ``k(X, centers_) @ dual_coef_``, blockwise within ``working_memory``.
@@ -580,6 +605,7 @@ class EigenProClassifier(OneVsAllClassifierMixin, _BaseEigenPro):
 
     _binary_offset = 0.5  # two classes: the 0/1 target of classes_[1] is thresholded at 1/2
 
+    @atomic
     def fit(self, X, y):
         """Fit one-vs-all regressions on one-hot targets by EigenPro iterations.
 
@@ -595,6 +621,7 @@ class EigenProClassifier(OneVsAllClassifierMixin, _BaseEigenPro):
         self : object
             The fitted estimator.
         """
+        params, backend = self._check_params(), resolve_backend(self.backend, X)
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], ensure_min_samples=2)
         check_classification_targets(y)
         self._label_binarizer = LabelBinarizer(neg_label=0, pos_label=1)
@@ -603,9 +630,10 @@ class EigenProClassifier(OneVsAllClassifierMixin, _BaseEigenPro):
         if self.classes_.shape[0] < 2:
             raise ValueError(f"EigenProClassifier needs samples of at least 2 classes; got "
                              f"only class {self.classes_[0]!r}.")
-        return self._fit(X, Y, stratify=y)
+        return self._fit(X, Y, y, params, backend)
 
-    def _validation_score(self, Y_val, pred):
+    def _validation_score(self, Y_val, pred, scale):
+        Y_val, pred = Y_val * scale, pred * scale  # the 0/1 targets: 1/2 thresholds
         if Y_val.shape[1] == 1:
             return accuracy_score(Y_val[:, 0] > 0.5, pred[:, 0] > 0.5)
         return accuracy_score(Y_val.argmax(axis=1), pred.argmax(axis=1))

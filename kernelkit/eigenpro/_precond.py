@@ -215,8 +215,12 @@ class Preconditioner:
         return self.A @ (self.c[:, None] * w)
 
 
-def measured_top(A, c, K_vv, K_vJ, shift):
+def measured_top(A, c, K_vv, K_vJ, shift, v0=None):
     """``lambda_1(P K)`` measured on a data sample ``X_v`` of ``v`` points.
+
+    ``v0`` (length ``v``) starts the Lanczos iteration; the fit draws it from its
+    ``random_state``. Without it ARPACK draws its own start from a process-wide seed
+    that advances with every call, so the same fit would depend on what ran before.
 
     On the span of ``k(., x)``, ``x`` in ``X_v``, the operator ``P K_v`` (with
     ``K_v = 1/v sum_x k(., x) (x) k(., x)``) has the nonzero eigenvalues of the ``v x v``
@@ -225,10 +229,10 @@ def measured_top(A, c, K_vv, K_vJ, shift):
     ``s`` Nyström points capture only in part, so the step size does not overshoot them.
     """
     with blas_threads_for(K_vv.shape[0]):
-        return _measured_top(A, c, K_vv, K_vJ, shift)
+        return _measured_top(A, c, K_vv, K_vJ, shift, v0)
 
 
-def _measured_top(A, c, K_vv, K_vJ, shift):
+def _measured_top(A, c, K_vv, K_vJ, shift, v0):
     v = K_vv.shape[0]
     B = K_vJ @ A
     M = (K_vv - (B * c) @ B.T) / v
@@ -236,7 +240,8 @@ def _measured_top(A, c, K_vv, K_vJ, shift):
     try:
         from scipy.sparse.linalg import eigsh
 
-        lam = float(eigsh(M, k=1, which="LA", return_eigenvectors=False, tol=1e-6)[0])
+        lam = float(eigsh(M, k=1, which="LA", return_eigenvectors=False, tol=1e-6,
+                          v0=v0)[0])
     except Exception:  # ARPACK failure: dense fallback
         lam = float(linalg.eigh(M, eigvals_only=True, subset_by_index=[v - 1, v - 1])[0])
     return lam + shift
@@ -247,11 +252,11 @@ def build_preconditioner(xp, dtype, sigma, A, J, n_components, q_max, damping, s
     """Choose ``q`` (auto or given), then batch size and step size, as in EigenPro 2.
 
     ``batch_limit`` is the largest batch fitting in ``working_memory``; ``n_max`` the
-    number of points the batches are drawn from. ``check = (K_vv, K_vJ)``, kernel
-    blocks of a fresh data sample, measures ``lambda_1(P)`` (:func:`measured_top`); the
-    larger of that and the Nyström value sets the critical batch and the step. Warns
-    when a given ``n_components`` exceeds the numerical rank of the subsample's kernel
-    matrix.
+    number of points the batches are drawn from. ``check = (K_vv, K_vJ, v0)``, kernel
+    blocks of a fresh data sample and a start vector, measures ``lambda_1(P)``
+    (:func:`measured_top`); the larger of that and the Nyström value sets the critical
+    batch and the step. Warns when a given ``n_components`` exceeds the numerical rank
+    of the subsample's kernel matrix.
     """
     n_subsample = len(J)
     r = sigma.shape[0]
@@ -276,8 +281,9 @@ def build_preconditioner(xp, dtype, sigma, A, J, n_components, q_max, damping, s
     top = preconditioned_top(sigma, q, damping, shift)
     measured = None
     if check is not None and q > 0:
-        measured = measured_top(A[:, :q], coefficients(sigma, q, damping, shift), *check,
-                                shift)
+        K_vv, K_vJ, v0 = check
+        measured = measured_top(A[:, :q], coefficients(sigma, q, damping, shift), K_vv, K_vJ,
+                                shift, v0=v0)
         top = max(top, measured)
     if batch_size is None:
         # a flat spectrum gains nothing from small batches (no linear-scaling regime to

@@ -99,7 +99,7 @@ class LocalOperator:
     ----------
     evaluator : kernelkit.kernels.KernelOperator
     Z : array of shape (p, n_features)
-        Centers, on the engine's device, in the compute dtype.
+        Centers, on the engine's device, at their own precision (float32 or float64).
     dtype : numpy dtype
         Compute dtype of blocks and products.
     """
@@ -181,8 +181,10 @@ class EigenProSolver:
     ----------
     op : LocalOperator or DaskKernelOperator
         Products against the centers.
-    X : engine array (n, d), compute dtype
-        Training inputs (for EigenPro 2, the centers themselves).
+    X : engine array (n, d), float32 or float64
+        Training inputs at their own precision (for EigenPro 2, the centers
+        themselves): the kernel is evaluated in float64 from them, only its values
+        are rounded to the compute dtype.
     Y : engine array (n, k), compute dtype
     precond : Preconditioner
         Data preconditioner (its ``J`` index the centers).
@@ -242,7 +244,8 @@ class EigenProSolver:
                 self._hj = op.prepare(self.ZJ)
         if algorithm == "ep4":
             k, d, cap = Y.shape[1], X.shape[1], self.period * precond.batch_size
-            self.aux_X = xp.empty((min(cap, self.n), d), dtype=self.dtype)
+            # at the inputs' own precision: storage in float32 never rounds the data
+            self.aux_X = xp.empty((min(cap, self.n), d), dtype=X.dtype)
             self.aux_beta = xp.empty((min(cap, self.n), k), dtype=self.dtype)
             self._reset_aux()
         self.n_projections = 0
@@ -254,9 +257,15 @@ class EigenProSolver:
         self._hj = self.rows = self.zrows = None
 
     # ------------------------------------------------------------------ steps
-    def _check(self, loss, epoch):
+    def _loss(self, R, epoch):
+        """Per-output mean squared residual of a batch (host float64); raises on divergence."""
+        xp = self.xp
+        mse = xp.mean(R.astype(xp.float64) ** 2, axis=0)
+        mse = np.asarray(self.op.evaluator.engine.to_host(mse), dtype=np.float64)
+        loss = float(np.mean(mse))
         if not math.isfinite(loss) or loss > DIVERGENCE_FACTOR * max(self.zero_loss, 1e-300):
             raise Diverged(f"the training loss became {loss:.3g} at epoch {epoch + 1}")
+        return mse
 
     def _prepare(self, B):
         """The ``batch x p`` block of training rows ``B`` (from the cache when kept)."""
@@ -275,8 +284,7 @@ class EigenProSolver:
         Bx = xp.asarray(B)
         handle = self._prepare(Bx)
         R = self.op.matmul(handle, self.weights) - self.Y[Bx]
-        loss = float(xp.mean(R.astype(xp.float64) ** 2))
-        self._check(loss, epoch)
+        loss = self._loss(R, epoch)
         if self.ridge:
             # SGD on the kernel K + alpha I: the ridge gradient alpha/n f, estimated
             # unbiasedly from the batch (Ma & Belkin's interpolation of K + alpha I).
@@ -316,8 +324,7 @@ class EigenProSolver:
         Bx = xp.asarray(B)
         handle = self._prepare(Bx)
         R = op.matmul(handle, self.weights) - self.Y[Bx]
-        loss = float(xp.mean(R.astype(xp.float64) ** 2))
-        self._check(loss, epoch)
+        loss = self._loss(R, epoch)
         mu = self.ridge / self.n
         h, _ = self._gradient_on_centers(
             handle, R, m, (lambda hj: op.matmul(hj, self.weights)) if mu else None)
@@ -371,8 +378,7 @@ class EigenProSolver:
         if self.aux_gamma is not None:
             F = F + op.columns(handle, P.Jx) @ self.aux_gamma
         R = F - self.Y[Bx]
-        loss = float(xp.mean(R.astype(xp.float64) ** 2))
-        self._check(loss, epoch)
+        loss = self._loss(R, epoch)
         mu = self.ridge / self.n
         h, corr = self._gradient_on_centers(
             handle, R, m,
@@ -445,10 +451,13 @@ class EigenProSolver:
         return theta
 
     # ------------------------------------------------------------------ epochs
-    def run(self, max_iter, stop, owner, verbose):
+    def run(self, max_iter, stop, owner, verbose, loss_scale=None):
         """Epoch loop; returns a history dict.
 
         ``stop`` is a :class:`StoppingRule`; ``owner`` names the progress reports.
+        ``loss_scale`` (one factor per output, default 1) converts each output's mean
+        squared residual to the user's units (the targets' scale squared): the
+        reported loss is the mean over outputs of the converted values.
         """
         xp = self.xp
         progress = Progress(owner, verbose)
@@ -462,13 +471,17 @@ class EigenProSolver:
             total, count = 0.0, 0
             for b0 in range(0, self.n, bs):
                 B = perm[b0:b0 + bs]
-                total += step(B, epoch) * B.shape[0]
+                total = total + step(B, epoch) * B.shape[0]
                 count += B.shape[0]
             if self.algorithm == "ep4":
                 self.delayed_projection()  # the authors' code also projects at epoch end
             if not bool(xp.all(xp.isfinite(self.weights))):
                 raise Diverged(f"the coefficients became non-finite at epoch {epoch + 1}")
-            loss = total / count
+            per_output = total / count
+            if loss_scale is not None:
+                with np.errstate(over="ignore", invalid="ignore"):  # a 1e300 target: inf
+                    per_output = np.where(per_output > 0, per_output * loss_scale, 0.0)
+            loss = float(np.mean(per_output))
             loss_curve.append(loss)
             done = stop.update(self.weights)
             progress("epoch", epoch + 1, max_iter, training_loss=loss, **stop.report(),

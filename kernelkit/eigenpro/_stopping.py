@@ -4,9 +4,10 @@ The training loss of an interpolating solver keeps shrinking for as many epochs 
 one allows, so it makes a poor stopping signal: a tolerance on it is essentially
 never met. Two rules that are:
 
-* ``early_stopping=True``: the score (R^2 / accuracy) of a held-out fraction, as the
-  EigenPro papers select their epoch; stop when it has not improved by ``tol`` for
-  ``n_iter_no_change`` epochs and keep the best epoch's coefficients.
+* ``early_stopping=True``: the score (:func:`regression_score` / accuracy) of a
+  held-out fraction, as the EigenPro papers select their epoch; stop when it has not
+  improved by ``tol`` for ``n_iter_no_change`` epochs and keep the best epoch's
+  coefficients.
 * otherwise the relative change of the model's predictions on a fixed sample of
   training points between consecutive epochs, ``||F_t - F_{t-1}|| / ||F_t||``: stop
   when it stays below ``tol`` for ``n_iter_no_change`` epochs. It is scale-free
@@ -18,6 +19,35 @@ import numpy as np
 # Training points whose predictions the change rule follows (one k(X_m, Z) product
 # per epoch).
 MONITOR_SIZE = 1000
+# A validation column whose variance is below this fraction of its mean square is
+# constant up to rounding: its R^2 denominator is noise.
+CONSTANT_RTOL = 1e-12
+
+
+def regression_score(Y_val, pred):
+    """R^2 averaged over outputs, with a constant output measured against its scale.
+
+    ``1 - MSE_j / D_j`` per output ``j``, ``D_j`` the variance of the validation
+    targets: R^2, as :func:`sklearn.metrics.r2_score` computes it. A constant
+    validation column has no variance (R^2 is 0 for every model, so the rule would stop
+    after ``n_iter_no_change + 1`` epochs whatever the fit); its ``D_j`` is its mean
+    square instead, the MSE relative to the target's scale (1 for a zero target). Also
+    defined for one validation sample.
+
+    Parameters
+    ----------
+    Y_val, pred : ndarray of shape (m, k), float64
+
+    Returns
+    -------
+    score : float
+        1 for a perfect fit; higher is better.
+    """
+    mse = np.mean((pred - Y_val) ** 2, axis=0)
+    var = np.var(Y_val, axis=0)
+    msq = np.mean(Y_val ** 2, axis=0)
+    denom = np.where(var > CONSTANT_RTOL * msq, var, np.where(msq > 0, msq, 1.0))
+    return float(np.mean(1.0 - mse / denom))
 
 
 class StoppingRule:
