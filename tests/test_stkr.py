@@ -169,11 +169,13 @@ def _knn_kernel_reference(X, k, Xq=None):
     if Xq is None:
         return K
     # a query stands in for the training point nearest to it (its Voronoi cell)
+    # with the reverse test (x_j's k nearest) made at that training point
     Dq = np.sqrt(((Xq[:, None] - X[None]) ** 2).sum(-1))
-    own = np.arange(len(X))[None, :] == Dq.argmin(1)[:, None]
+    near = Dq.argmin(1)
+    own = np.arange(len(X))[None, :] == near[:, None]
     Dq = np.where(own, np.inf, Dq)
     rq = np.sort(Dq, axis=1)[:, k - 1]
-    Wq = (Dq <= rq[:, None]) | (Dq <= r[None, :])
+    Wq = (Dq <= rq[:, None]) | (D[near] <= r[None, :])
     return K, 0.5 * (own + Wq / np.sqrt(np.outer(Wq.sum(1), deg)))
 
 
@@ -355,3 +357,228 @@ def test_classifier_rejects_a_single_labeled_class():
     for y in (np.zeros(60, int), np.r_[0, -np.ones(59, int)]):
         with pytest.raises(ValueError, match="number of classes"):
             STKRClassifier().fit(X, y)
+
+
+# ---------------------------------------------------------------- rejected calls --------
+def _state(est):
+    return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in vars(est).items()}
+
+
+def _same_state(a, b):
+    assert a.keys() == b.keys()
+    for k in a:
+        if isinstance(a[k], np.ndarray):
+            assert np.array_equal(a[k], b[k], equal_nan=a[k].dtype.kind == "f"), k
+        else:
+            assert a[k] is b[k] or a[k] == b[k], k
+
+
+@pytest.mark.parametrize("Est", [STKRRegressor, STKRClassifier])
+def test_rejected_fit_leaves_the_model_as_it_was(Est):
+    X, y, y_semi, lab = _data(n=40, d=3)
+    y_fit = y_semi if Est is STKRRegressor else np.where(np.isnan(y_semi), -1, y > 0)
+    est = Est().fit(X, y_fit)
+    before, pred = _state(est), est.predict(X[:7])
+    X5 = np.random.default_rng(1).standard_normal((40, 5))
+    G0 = np.zeros((40, 40))
+    attempts = [
+        (dict(beta=-1.0), X5, y_fit, "beta must be > 0"),           # bad parameter, new X
+        (dict(transformation="nope"), X5, y_fit, "transformation"),  # checked before data
+        ({}, np.full((40, 3), np.nan), y_fit, "NaN"),                # bad X
+        ({}, X5, y_fit[:10], "y must"),                              # bad y
+        (dict(kernel="precomputed"), G0, y_fit, "no positive eigenvalue"),  # midway
+    ]
+    for params, Xb, yb, match in attempts:
+        saved = est.get_params()
+        est.set_params(**params)
+        with pytest.raises(ValueError, match=match):
+            est.fit(Xb, yb)
+        est.set_params(**saved)
+        _same_state(before, _state(est))
+        np.testing.assert_array_equal(est.predict(X[:7]), pred)
+
+
+def test_non_symmetric_callable_kernel_is_rejected():
+    X, y, y_semi, lab = _data(n=30)
+
+    def skew(A, B):
+        return rbf_kernel(A, B) + 0.1 * (A[:, :1] - B[:, :1].T)
+
+    with pytest.raises(ValueError, match="non-symmetric matrix"):
+        STKRRegressor(kernel=skew).fit(X, y_semi)
+
+
+# ---------------------------------------------------------------- sparse input ----------
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
+@pytest.mark.parametrize("kernel", ["knn", "rbf", "precomputed"])
+def test_sparse_input_equals_dense(kernel, fmt):
+    from scipy import sparse
+
+    X, y, y_semi, lab = _data(n=50, d=4, n_lab=10, seed=2)
+    X[np.abs(X) < 0.6] = 0.0  # a sparse design
+    Xq = X[:6] + 0.05
+    if kernel == "precomputed":
+        X, Xq = rbf_kernel(X, gamma=0.5), rbf_kernel(Xq, X, gamma=0.5)
+    cls = np.where(np.isnan(y_semi), -1, (y > 0).astype(int))
+    for Est, target in [(STKRRegressor, y_semi), (STKRClassifier, cls)]:
+        dense = Est(kernel=kernel, gamma=0.5, **TIGHT).fit(X, target)
+        sp = Est(kernel=kernel, gamma=0.5, **TIGHT).fit(getattr(sparse, f"{fmt}_matrix")(X),
+                                                        target)
+        a, b = dense._decision(Xq), sp._decision(sparse.csr_matrix(Xq))
+        _close(b, a, rtol=1e-10)
+        _close(sp._decision(Xq), a, rtol=1e-10)  # dense queries against sparse rows
+
+
+# ---------------------------------------------------------------- labeled rows ----------
+def test_whole_number_regression_targets_minus_one_is_a_value():
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((40, 2))
+    y = rng.integers(-2, 3, 40).astype(float)  # whole numbers, -1 among them
+    y[rng.choice(40, 15, replace=False)] = np.nan
+    labeled = np.flatnonzero(~np.isnan(y))
+    assert np.any(y[labeled] == -1)
+    folds = list(SemiSupervisedKFold(3, random_state=0).split(X, y))
+    tested = np.sort(np.concatenate([t for _, t in folds]))
+    np.testing.assert_array_equal(tested, labeled)  # every labeled row scored once, -1 too
+    reg = STKRRegressor().fit(X, y)
+    from sklearn.metrics import r2_score
+    expected = r2_score(y[labeled], reg.predict(X[labeled]))
+    assert reg.score(X, y) == pytest.approx(expected)
+    assert labeled_scorer()(reg, X, y) == pytest.approx(expected)
+    assert labeled_scorer("r2")(reg, X, y) == pytest.approx(expected)
+    # float class labels with -1.0 as the marker: classification
+    yc = np.where(np.isnan(y), -1.0, (y > 0).astype(float))
+    lab_c = np.flatnonzero(yc != -1)
+    folds = SemiSupervisedKFold(3, random_state=0, target_type="classification").split(X, yc)
+    np.testing.assert_array_equal(np.sort(np.concatenate([t for _, t in folds])), lab_c)
+    clf = STKRClassifier().fit(X, yc)
+    acc = (clf.predict(X[lab_c]) == yc[lab_c]).mean()
+    assert clf.score(X, yc) == pytest.approx(acc) == pytest.approx(labeled_scorer()(clf, X, yc))
+    # NaN marks unlabeled rows for the classifier too: the same fit as -1
+    clf_nan = STKRClassifier().fit(X, np.where(yc == -1, np.nan, yc))
+    np.testing.assert_array_equal(clf_nan.transduction_, clf.transduction_)
+    with pytest.raises(ValueError, match="target_type must be one of"):
+        next(SemiSupervisedKFold(target_type="ordinal").split(X, y))
+
+
+# ---------------------------------------------------------------- kNN graph: duplicates, scale
+def _knn_locations_reference(X, k):
+    """Dense kNN kernel over distinct locations: K = (E + S) / 2, built independently."""
+    U, inv = np.unique(X, axis=0, return_inverse=True)
+    inv = inv.ravel()
+    Du = np.sqrt(((U[:, None] - U[None]) ** 2).sum(-1))
+    np.fill_diagonal(Du, np.inf)
+    ru = np.sort(Du, axis=1)[:, min(k, len(U) - 1) - 1]
+    Wu = (Du <= ru[:, None]) | (Du <= ru[None, :])
+    np.fill_diagonal(Wu, False)
+    W = Wu[np.ix_(inv, inv)].astype(float)
+    deg = W.sum(1)
+    m = np.bincount(inv)[inv]
+    E = (inv[:, None] == inv[None, :]) / m[None, :]
+    return 0.5 * (E + W / np.sqrt(np.outer(deg, deg)))
+
+
+def test_knn_graph_on_duplicated_rows():
+    from scipy.sparse.csgraph import connected_components
+
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal((6, 2))
+    X = np.repeat(base, 10, axis=0)[rng.permutation(60)]  # 6 locations, 10 copies each
+    y = np.sin(X[:, 0])
+    y_semi = np.full(60, np.nan)
+    y_semi[[0, 1, 2]] = y[[0, 1, 2]]
+    est = STKRRegressor("polynomial", power=3, kernel="knn", n_neighbors=3,
+                        **TIGHT).fit(X, y_semi)
+    K = _knn_locations_reference(X, 3)
+    assert connected_components(K > 0)[0] == 1  # k counts locations: no clique of copies
+    lab = np.array([0, 1, 2])
+    fitted, pred = _closed_form(K, lab, y, 1e-3, lambda m: m**3, K)
+    _close(est.transduction_, fitted)
+    _close(est.predict(X), est.transduction_, rtol=1e-10)  # inductive = transductive
+    # copies of a location get one value
+    for loc in range(6):
+        rows = np.flatnonzero((X == base[loc]).all(1))
+        assert np.ptp(est.transduction_[rows]) < 1e-12
+
+
+@pytest.mark.parametrize("transform", ["inverse_laplacian", "polynomial"])
+def test_knn_inductive_has_no_jump_next_to_training_rows(transform):
+    X, y, y_semi, lab = _data(n=80, d=2, n_lab=12, seed=5)
+    est = STKRRegressor(transform, kernel="knn", n_neighbors=5, **TIGHT).fit(X, y_semi)
+    offset = 1e-7 * np.random.default_rng(0).standard_normal(X.shape)
+    _close(est.predict(X + offset), est.transduction_, rtol=1e-10)
+
+
+@pytest.mark.parametrize("factor", [1e-300, 1e300, 3.0])
+def test_knn_is_scale_free(factor):
+    X, y, y_semi, lab = _data(n=60, d=3, seed=6)
+    Xq = np.random.default_rng(7).standard_normal((5, 3))
+    ref = STKRRegressor(**TIGHT).fit(X, y_semi)
+    est = STKRRegressor(**TIGHT).fit(X * factor, y_semi)
+    _close(est.transduction_, ref.transduction_, rtol=1e-10)
+    _close(est.predict(Xq * factor), ref.predict(Xq), rtol=1e-10)
+
+
+def test_rbf_scale_with_gamma_scaled():
+    X, y, y_semi, lab = _data(n=50, d=2, seed=8)
+    ref = STKRRegressor(kernel="rbf", gamma=0.5, **TIGHT).fit(X, y_semi)
+    est = STKRRegressor(kernel="rbf", gamma=0.5e300, **TIGHT).fit(X * 1e-150, y_semi)
+    _close(est.transduction_, ref.transduction_, rtol=1e-7)
+    _close(est.predict(X[:5] * 1e-150), ref.predict(X[:5]), rtol=1e-7)
+
+
+@pytest.mark.parametrize("kernel", ["knn", "rbf"])
+@pytest.mark.parametrize("transform", ["inverse_laplacian", "polynomial", "kpca", "identity"])
+def test_target_scale_is_per_column(transform, kernel):
+    X, y, y_semi, lab = _data(n=50, seed=9)
+    Y = np.c_[y_semi, 2.0 * y_semi]
+    kw = dict(kernel=kernel, gamma=0.5, n_components=8, **TIGHT)
+    ref = STKRRegressor(transform, **kw).fit(X, Y)
+    for s in (np.array([1e-300, 1e300]), np.array([1e300, 1.0])):
+        est = STKRRegressor(transform, **kw).fit(X, Y * s)
+        for j in range(2):
+            _close(est.transduction_[:, j] / s[j], ref.transduction_[:, j], rtol=1e-9)
+            _close(est.predict(X[:4])[:, j] / s[j], ref.predict(X[:4])[:, j], rtol=1e-9)
+
+
+# ---------------------------------------------------------------- dtypes ----------------
+def test_non_native_and_half_precision_inputs():
+    X, y, y_semi, lab = _data(n=40, seed=10)
+    ref = STKRRegressor(**TIGHT).fit(X, y_semi)
+    big = STKRRegressor(**TIGHT).fit(X.astype(">f8"), y_semi.astype(">f8"))
+    _close(big.transduction_, ref.transduction_, rtol=1e-12)
+    _close(big.predict(X[:5].astype(">f8")), ref.predict(X[:5]), rtol=1e-12)
+    y16 = y_semi.astype(np.float16)
+    half = STKRRegressor(**TIGHT).fit(X, y16)
+    _close(half.transduction_, STKRRegressor(**TIGHT).fit(X, y16.astype(float)).transduction_,
+           rtol=1e-12)
+    yc = np.where(np.isnan(y_semi), -1, (y > 0).astype(int))
+    clf = STKRClassifier().fit(X.astype(">f8"), yc.astype(">f8"))
+    assert clf.classes_.dtype.isnative
+    np.testing.assert_array_equal(clf.transduction_, STKRClassifier().fit(X, yc).transduction_)
+
+
+# ---------------------------------------------------------------- predict_proba ---------
+def test_predict_proba_is_the_simplex_projection_of_the_scores():
+    rng = np.random.default_rng(11)
+    X = np.r_[rng.normal(-2, 0.6, (30, 2)), rng.normal(2, 0.6, (30, 2)),
+              rng.normal((2, -3), 0.6, (30, 2))]
+    y = np.full(90, -1)
+    y[[0, 1, 30, 31, 60, 61]] = [0, 0, 1, 1, 2, 2]
+    clf = STKRClassifier(kernel="rbf", gamma=0.5).fit(X, y)
+    Xq = rng.uniform(-5, 5, (40, 2))
+    S, P = clf.decision_function(Xq), clf.predict_proba(Xq)
+    np.testing.assert_allclose(P.sum(1), 1.0, rtol=0, atol=1e-12)
+    assert np.all(P >= 0)
+    # KKT of min ||p - s||^2 on the simplex: s - p equal (= tau) on the support, s <= tau off it
+    tau = np.array([np.mean((S - P)[i, P[i] > 0]) for i in range(len(P))])
+    on = P > 0
+    np.testing.assert_allclose(np.where(on, S - P, tau[:, None]), np.repeat(tau[:, None], 3, 1),
+                               atol=1e-12)
+    assert np.all(S[~on] <= np.repeat(tau[:, None], 3, 1)[~on] + 1e-12)
+    np.testing.assert_array_equal(clf.classes_[P.argmax(1)], clf.predict(Xq))
+    # two classes: p_1 = clip((1 + decision) / 2, 0, 1)
+    clf2 = STKRClassifier(kernel="rbf", gamma=0.5).fit(X[:60], y[:60])
+    d = clf2.decision_function(Xq)
+    np.testing.assert_allclose(clf2.predict_proba(Xq)[:, 1], np.clip((1 + d) / 2, 0, 1),
+                               atol=1e-12)

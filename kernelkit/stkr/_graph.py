@@ -14,11 +14,14 @@ location; ``E = I`` without duplicates). Copies have equal rows in ``S``, so ``K
 E (I + S) E / 2``: positive semi-definite, eigenvalues in ``[0, 1]``, top eigenvalue 1
 (when there is an edge), and a function of the locations, as a kernel must be.
 
-A new point ``x`` is treated as a training point at its nearest location ``c``
+A new point ``x`` stands in for the training point ``x_c`` at its nearest location
 (its Voronoi cell): ``k(x, x_j) = (1[j at c] / m_c + w(x, x_j) / sqrt(deg(x) deg_j)) / 2``
-with ``w(x, x_j) = 1[j not at c, d(x, x_j) <= max(r_x, r_j)]`` and ``r_x`` the ``k``-th
-distance to locations other than ``c``. At a training point this is its row of
-``K`` (inductive = transductive), and next to it the same row (no jump).
+with ``w(x, x_j) = 1`` for ``x_j`` not at ``c`` and either among the ``k`` nearest
+locations of ``x`` (``d(x, x_j) <= r_x``) or with ``x_c`` among its own
+(``d(x_c, x_j) <= r_j``). At a training point this is its row of ``K`` (inductive =
+transductive); next to it, the same row (no jump: a training point that is another's
+``k``-th neighbour sits exactly on that one's radius, so the reverse test is made
+at ``x_c``, not at ``x``).
 
 Rows are scaled by a power of two (exact) so that ``max |X| ~ 1`` before distances
 are taken: the graph depends on the order of distances only, and this keeps it so
@@ -190,10 +193,13 @@ def knn_cross_matmul(Xq, X_fit, fit, n_neighbors, theta):
     blocks, step = _row_blocks(Xq.shape[0], X_fit.shape[0])
     for r0 in blocks:
         d2, same = _sq_dists(Xq[r0:r0 + step], X_fit, nb)
-        cell = loc[d2.argmin(axis=1)]  # the nearest location stands for the query itself
+        near = d2.argmin(axis=1)  # the nearest training point stands for the query itself
+        cell = loc[near]
         own = same | (cell[:, None] == loc[None, :])
         r = _kth(d2, own | not_first[None, :], n_neighbors)
-        w = (~own & (d2 <= _SLACK * np.maximum(r[:, None], radius2[None, :]))).astype(np.float64)
+        d2c = _sq_dists(X_fit[near], X_fit, nb)[0]
+        w = (~own & ((d2 <= _SLACK * r[:, None]) | (d2c <= _SLACK * radius2[None, :])))
+        w = w.astype(np.float64)
         deg = np.maximum(w.sum(axis=1), 1.0)
         ident = loc_sum[cell] / counts[cell][:, None]
         out[r0:r0 + step] = 0.5 * (ident + (w @ scaled) / np.sqrt(deg)[:, None])
