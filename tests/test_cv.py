@@ -330,6 +330,22 @@ def test_callable_kernel_grid_over_its_keyword_arguments():
         KernelRidgeCV(kernel=scaled_rbf, param_grid={"gamma": [1.0]}).fit(X, y)
 
 
+@pytest.mark.parametrize("scale", [1e-200, 1e-30, 1e30, 1e150])
+@pytest.mark.parametrize("cv", [None, "gcv", 3])
+def test_selection_is_scale_free_in_the_targets(scale, cv):
+    X, y = _data()
+    grid = {"gamma": [0.1, 1.0]}
+    ref = KernelRidgeCV(ALPHAS, kernel="rbf", param_grid=grid, cv=cv).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        big = KernelRidgeCV(ALPHAS, kernel="rbf", param_grid=grid, cv=cv).fit(X, y * scale)
+    assert (big.alpha_, big.best_params_) == (ref.alpha_, ref.best_params_)
+    assert_allclose(big.predict(X) / scale, ref.predict(X), rtol=1e-9, atol=1e-12)
+    if scale >= 1e-30:  # squared scores stay in float64's range: they scale with y^2
+        unit = scale**2 if cv in (None, "gcv") else 1.0
+        assert_allclose(big.scores_ / unit, ref.scores_, rtol=1e-9)
+
+
 def test_round_off_alphas_warn():
     X, y = _data()
     with pytest.warns(RuntimeWarning, match="round-off"):

@@ -147,8 +147,9 @@ class _KernelRidgeCVBase(BaseEstimator):
                              for j in range(pred.shape[1])])
         return scorer(given, pred[:, 0] if y_true.ndim == 1 else pred, y_true, **score_params)
 
-    def _loo_candidate(self, K, Y, y_true, sw, sample_weight, alphas, mode, scorer, per_target,
-                       store, warn):
+    def _loo_candidate(self, K, Y, scale, y_true, sw, sample_weight, alphas, mode, scorer,
+                       per_target, store, warn):
+        """Scores per alpha (``scoring=None``: in units of ``scale**2``) and stored values."""
         ridge = EigenRidge(*weighted(K, Y, sw))
         if warn:
             ridge.check_alphas(alphas, type(self).__name__)
@@ -159,14 +160,15 @@ class _KernelRidgeCVBase(BaseEstimator):
             if scorer is None:  # mean squared (weighted-space) residual, as RidgeCV
                 sq = r * r
                 scores.append(-sq.mean(axis=0) if per_target else -sq.mean())
-                values.append(sq)
+                values.append(sq * scale**2 if store else None)
             else:
-                pred = loo_predictions(ridge, r, Y, K, sw, alpha)
+                pred = loo_predictions(ridge, r, Y, K, sw, alpha) * scale
                 scores.append(self._score(scorer, pred, y_true, per_target, params))
                 values.append(pred)
         return scores, (np.stack(values, axis=-1) if store else None)
 
-    def _kfold_candidate(self, K, Y, y_true, sw, folds, alphas, scorer, per_target, warn):
+    def _kfold_candidate(self, K, Y, scale, y_true, sw, folds, alphas, scorer, per_target,
+                         warn):
         given = _GivenClassifier(self._classes) if is_classifier(self) else _GivenRegressor()
         scorer = check_scoring(given, None) if scorer is None else scorer  # r2 / accuracy
         weights = None if sw is None else sw * sw
@@ -179,8 +181,8 @@ class _KernelRidgeCVBase(BaseEstimator):
             cross = K[np.ix_(te, tr)]
             P = ridge.projected(cross if swt is None else cross * swt[None, :])
             params = _weight_params(scorer, None if weights is None else weights[te])
-            fold_scores.append([self._score(scorer, ridge.predict_from(P, a), y_true[te],
-                                            per_target, params) for a in alphas])
+            fold_scores.append([self._score(scorer, ridge.predict_from(P, a) * scale,
+                                            y_true[te], per_target, params) for a in alphas])
         return list(np.mean(np.asarray(fold_scores, dtype=np.float64), axis=0))
 
     def _search(self, X, Y, y_true, sample_weight, groups, y_split):
@@ -188,6 +190,12 @@ class _KernelRidgeCVBase(BaseEstimator):
         alphas, mode, store, per_target, scorer, candidates = self._checked
         per_target = per_target and Y.shape[1] > 1
         sw = None if sample_weight is None else np.sqrt(sample_weight)
+        # Targets in units of their largest magnitude: squared residuals of y ~ 1e-200 (or
+        # 1e200) neither underflow to a tie at 0 nor overflow to -inf; the selection is
+        # scale invariant and predictions are scaled back before any scorer sees them.
+        scale = float(np.max(np.abs(Y)))
+        scale = scale if np.isfinite(scale) and scale > 0 else 1.0
+        Y = Y / scale
         precomputed = self._template()._precomputed()
         if precomputed:
             X = X.toarray() if sp.issparse(X) else X
@@ -201,11 +209,11 @@ class _KernelRidgeCVBase(BaseEstimator):
         for i, cand in enumerate(candidates):
             K = X if precomputed else grid.matrix(ridge_params(self, cand))
             if folds is None:
-                sc, vals = self._loo_candidate(K, Y, y_true, sw, sample_weight, alphas, mode,
-                                               scorer, per_target, store, warn=i == 0)
+                sc, vals = self._loo_candidate(K, Y, scale, y_true, sw, sample_weight, alphas,
+                                               mode, scorer, per_target, store, warn=i == 0)
                 values.append(vals)
             else:
-                sc = self._kfold_candidate(K, Y, y_true, sw, folds, alphas, scorer,
+                sc = self._kfold_candidate(K, Y, scale, y_true, sw, folds, alphas, scorer,
                                            per_target, warn=i == 0)
             scores.append(sc)
         S = np.asarray(scores, dtype=np.float64)  # (n_candidates, n_alphas[, n_targets])
@@ -221,6 +229,10 @@ class _KernelRidgeCVBase(BaseEstimator):
         else:
             ci, ai = np.unravel_index(int(np.argmax(ranked)), S.shape)
             alpha, best_score = float(alphas[ai]), float(S[ci, ai])
+        if scorer is None and folds is None:  # back to the targets' units (may reach +-inf)
+            with np.errstate(over="ignore"):
+                S, best_score = S * scale**2, best_score * scale**2
+            best_score = float(best_score) if np.ndim(best_score) == 0 else best_score
         self.alpha_ = alpha
         self.best_score_ = best_score
         self.best_params_ = dict(candidates[ci])
