@@ -40,13 +40,22 @@ from ._falkon_ops import (
     _refined_solve,
 )
 from ._kernel_ridge import _check_alpha, _ClassifierMixin
-from ._pcg import DEFAULT_MAX_ITER, conjugate_gradient, product_dtype, target_scale
+from ._pcg import (
+    DEFAULT_MAX_ITER,
+    _not_converged,
+    conjugate_gradient,
+    product_dtype,
+    target_scale,
+)
 
 CENTERS = ("uniform", "rls", "thinning")
 _F32_PRECOND_MIN = 8192  # from this many centers a mixed solve holds T and A in float32
 # a mixed (float32 K_nM) solve whose predictions the rounding of K_nM may move by more than
 # this (relative) is redone in float64: the float32 path promises the float64 solve to 1e-4
 _MIXED_MAX_ERROR = 1e-4
+# float64 CG steps without a 10% gain that count as a stall (then refined from the true
+# residual); longer than float32's: an ill-conditioned float64 CG also plateaus and recovers
+_PATIENCE64 = 100
 
 
 def _auto_centers(n):
@@ -166,26 +175,35 @@ class _FalkonBase(BaseEstimator):
             # so the solution is the Nyström estimator whatever jitter the factors took)
             apply = functools.partial(pre.apply, product=normal, lam=lj, n=n)
             rhs = rhs_full[:, cols]
-            if normal.mixed:
-                def H64(beta, lj=lj):
-                    # K_MM as the factors hold it (float64), or as K_nM does (float32)
-                    kmm = (pre.kmm(beta) if pre.F.dtype == np.float64 else
-                           normal.kmm(beta, idx))
-                    return normal.exact(beta) / n + lj * kmm
 
+            def H64(beta, lj=lj):
+                # K_MM as the factors hold it (float64), or as K_nM does (float32)
+                kmm = pre.kmm(beta) if pre.F.dtype == np.float64 else normal.kmm(beta, idx)
+                return normal.exact(beta) / n + lj * kmm
+
+            if normal.mixed:  # float32 rounds refined by float64 residuals
                 apply64 = functools.partial(pre.apply, product=normal.exact, lam=lj, n=n)
                 beta, it, rel = _refined_solve(pre, apply, apply64, H64, rhs, tol, max_iter,
                                                progress)
             else:
                 gamma, it, rel = conjugate_gradient(apply, pre.Bt(rhs), tol, max_iter,
-                                                    progress=progress)
+                                                    progress=progress,
+                                                    patience=_PATIENCE64)
                 beta = pre.B(gamma)
+                if np.any(rel > tol) and it < max_iter:
+                    # CG on an ill-conditioned B^T H B broke down or stalled near its
+                    # rounding floor (once 180 steps for nothing, 350x off tol=1e-6's
+                    # result): refined from the true residual, as the mixed solve is
+                    beta, it2, rel = _refined_solve(pre, apply, apply, H64, rhs, tol,
+                                                    max_iter - it, progress, exact=True,
+                                                    beta0=beta)
+                    it += it2
             coef[:, cols] = beta * scale[cols]
             n_iter = max(n_iter, it)
             if np.any(rel > tol):
-                warnings.warn(f"{type(self).__name__} stopped after {it} CG iterations "
-                              f"(max_iter={max_iter}) with relative residual {rel.max():.3g} > "
-                              f"tol={tol:g}; increase max_iter, tol or alpha.",
+                warnings.warn(_not_converged(type(self).__name__, it, max_iter,
+                                             float(rel.max()), tol,
+                                             "or use fewer or better-spread centers"),
                               ConvergenceWarning, stacklevel=4)
         return coef, n_iter
 

@@ -10,7 +10,7 @@ import numpy as np
 from scipy.linalg import blas, lapack
 
 from ..utils._threads import map_row_blocks
-from ._pcg import column_sq_norms, conjugate_gradient, held_dtype, held_kernel
+from ._pcg import _PATIENCE, column_sq_norms, conjugate_gradient, held_dtype, held_kernel
 
 _JITTER64 = 1e-12  # relative jitter floor per center of the float64 Cholesky of K_MM
 _MAX_REFINE = 8  # float32 rounds of a mixed-precision solve (each gains ~1/delta)
@@ -243,7 +243,8 @@ def _mirror_upper(F, lo, d=None, bs=512):
             D[ii, jj] = D[jj, ii]
 
 
-def _refined_solve(pre, apply32, apply64, H64, rhs, tol, max_iter, progress):
+def _refined_solve(pre, apply32, apply64, H64, rhs, tol, max_iter, progress, exact=False,
+                   beta0=None):
     """``H beta = rhs`` by FALKON-CG rounds with float32 products, refined in float64.
 
     The rounds' float32 ``K_nM`` products solve the preconditioned system only to
@@ -254,7 +255,10 @@ def _refined_solve(pre, apply32, apply64, H64, rhs, tol, max_iter, progress):
     ``||B^T r|| <= tol ||B^T rhs||``, the stopping rule of the float64 solve. A round
     that does not halve the residual (``delta`` near 1 or above: an ill-conditioned
     ``K_MM``) is rejected unless it helped, and the next rounds use float64 products
-    (``apply64``).
+    (``apply64``). ``exact`` starts with float64 products, from ``beta0`` (the result
+    of a float64 CG run that stalled or broke down near the rounding floor of an
+    ill-conditioned system): its rounds restart CG from the true residual, each round
+    stopping once it stalls (best iterate).
 
     Returns ``(beta, n_iter, rel)``: float64 coefficients, the CG iterations of all
     rounds, the final relative residual per column.
@@ -263,9 +267,11 @@ def _refined_solve(pre, apply32, apply64, H64, rhs, tol, max_iter, progress):
     rb = pre.Bt(R2)
     bnorm = np.linalg.norm(rb, axis=0)
     safe = np.where(bnorm > 0, bnorm, 1.0)
-    beta = np.zeros_like(R2)
-    rel = bnorm / safe
-    n_iter, last, exact = 0, float(rel.max()), False
+    beta = np.zeros_like(R2) if beta0 is None else np.array(beta0, np.float64).reshape(R2.shape)
+    if beta0 is not None:
+        rb = pre.Bt(R2 - H64(beta))
+    rel = np.linalg.norm(rb, axis=0) / safe
+    n_iter, last = 0, float(rel.max())
     for _ in range(_MAX_REFINE):
         if n_iter >= max_iter or not np.any(rel > tol):
             break
@@ -278,7 +284,8 @@ def _refined_solve(pre, apply32, apply64, H64, rhs, tol, max_iter, progress):
             need = np.sqrt(tol)
         inner = min(0.5, 0.5 * need)
         g, it, _ = conjugate_gradient(apply64 if exact else apply32, rb, inner,
-                                      max_iter - n_iter, progress=progress)
+                                      max_iter - n_iter, progress=progress,
+                                      patience=_PATIENCE if exact else None)
         n_iter += it
         cand = beta + pre.B(g)
         rb_new = pre.Bt(R2 - H64(cand))
