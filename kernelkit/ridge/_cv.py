@@ -285,7 +285,7 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
     The selected kernel parameters and alpha are refitted on all the data as
     :class:`KernelRidge` (``solver="cholesky"``), ``best_estimator_``, to which
     ``predict`` delegates. Costs: ``9 n^3`` flops per kernel (``eigh``) plus ``O(n^2)``
-    per alpha and target, ``4 n^2`` floats of memory; K-fold, the same per fold on its
+    per alpha and target, about ``5 n^2`` floats of memory; K-fold, the same per fold on its
     training block. The kernel matrices are computed once per kernel, never per alpha;
     rbf, laplacian and matern share one distance matrix over the whole grid.
 
