@@ -53,7 +53,11 @@ default="inverse_laplacian"
         (``X`` is then the kernel matrix of all training points in ``fit``, and kernel
         values against them in ``predict``), or ``"knn"``: the sparse symmetric
         k-nearest-neighbour graph normalised as in label propagation, ``(I + D^-1/2 W
-        D^-1/2) / 2``, whose products cost ``O(n_samples * n_neighbors)``.
+        D^-1/2) / 2``, whose products cost ``O(n_samples * n_neighbors)``; exactly
+        repeated rows count as one location (one value, one neighbour), and a new point
+        stands in for its nearest training point (no jump next to training rows).
+        Sparse ``X`` (CSR/CSC/COO) is taken by ``"knn"``, ``"precomputed"``, the
+        kernels that scikit-learn evaluates on sparse rows and callables.
     gamma : float, default=None
         Kernel scale for rbf, laplacian, matern and polynomial; None means
         ``1 / n_features``.
@@ -106,8 +110,14 @@ _ATTRS_DOC = """
     n_components_ : int
         Kernel-PCA eigenfunctions used (``"kpca"`` only).
     knn_radius2_, knn_degree_ : ndarray of shape (n_samples,)
-        Squared k-th neighbour distance and degree of each training point
-        (``"knn"`` only; used by ``predict``).
+        Squared distance to the k-th nearest other location and degree of each
+        training point (``"knn"`` only; used by ``predict``), the distance in units of
+        ``2**knn_scale_exp_``.
+    knn_location_ : ndarray of int, shape (n_samples,)
+        Location of each training row: exactly equal rows share one (``"knn"`` only).
+    knn_scale_exp_ : int
+        ``X`` is scaled by ``2**-knn_scale_exp_`` (exact) to ``max |X| < 1`` before
+        distances are taken, so that the graph is the same at any scale (``"knn"``).
     backend_ : str
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -147,7 +157,8 @@ class STKRRegressor(MultiOutputMixin, RegressorMixin, _STKRBase):
     ValueError
         In ``fit``: NaN/inf in ``X``; no labeled row; a row with only some targets NaN;
         ``power < 1``; ``eta`` outside ``[0, 1)``; ``beta <= 0``; an unknown transform,
-        solver, kernel or backend.
+        solver, kernel or backend; a callable kernel whose matrix on the training
+        rows is not symmetric.
 
     See Also
     --------
@@ -219,7 +230,8 @@ class STKRRegressor(MultiOutputMixin, RegressorMixin, _STKRBase):
         ------
         ValueError
             If ``y`` has no labeled row, infinite values, a partly-NaN row, or a length
-            other than ``X``'s.
+            other than ``X``'s; the parameter errors before any of these. A rejected
+            call leaves a fitted model as it was.
         """
         coefs = self._check_params()  # parameters before data, as scikit-learn
         X = self._validate_X(X, reset=True)
@@ -290,7 +302,7 @@ class STKRClassifier(ClassifierMixin, _STKRBase):
 
     :class:`STKRRegressor` on the one-hot encoding of the classes; the predicted class
     is the largest score. Unlabeled rows carry ``y = -1`` as in
-    :mod:`sklearn.semi_supervised` (Zhai et al., "Spectrally Transformed Kernel
+    :mod:`sklearn.semi_supervised`, or NaN in a float ``y`` (Zhai et al., "Spectrally Transformed Kernel
     Regression", ICLR 2024, arXiv:2402.00645).
 
     Parameters
@@ -339,7 +351,8 @@ class STKRClassifier(ClassifierMixin, _STKRBase):
         X : array-like of shape (n_samples, n_features)
             Labeled and unlabeled rows (``kernel="precomputed"``: the kernel matrix).
         y : array-like of shape (n_samples,)
-            Class labels of any type; ``-1`` marks an unlabeled row.
+            Class labels of any type; ``-1`` (or NaN in a float ``y``) marks an
+            unlabeled row.
 
         Returns
         -------
@@ -349,8 +362,10 @@ class STKRClassifier(ClassifierMixin, _STKRBase):
         Raises
         ------
         ValueError
-            If ``y`` is not a vector of class labels, has no labeled row, a single
-            class among the labeled rows, or a length other than ``X``'s.
+            If ``y`` is not a vector of class labels, has no labeled row, infinite
+            values, a single class among the labeled rows, or a length other than
+            ``X``'s; the parameter errors before any of these. A rejected call leaves
+            a fitted model as it was.
         """
         coefs = self._check_params()  # parameters before data, as scikit-learn
         X = self._validate_X(X, reset=True)

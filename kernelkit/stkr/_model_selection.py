@@ -82,7 +82,7 @@ class SemiSupervisedKFold(BaseCrossValidator):
         X : array-like of shape (n_samples, ...)
             Only its length is used.
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
-            Targets with the unlabeled rows marked (-1 or NaN).
+            Targets with the unlabeled rows marked (NaN; class labels also -1).
         groups : object
             Ignored.
 
@@ -93,7 +93,8 @@ class SemiSupervisedKFold(BaseCrossValidator):
         Raises
         ------
         ValueError
-            If ``y`` is None or fewer rows than ``n_splits`` are labeled.
+            If ``y`` is None, ``target_type`` is unknown, or fewer rows than
+            ``n_splits`` are labeled.
         """
         if y is None:
             raise ValueError("SemiSupervisedKFold needs y (with unlabeled rows marked -1 or "
