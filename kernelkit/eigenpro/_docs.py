@@ -6,7 +6,7 @@ default=None
         The model's centers. None: the training points (**EigenPro 2** by default).
         An int: that many training points drawn at random; a float in (0, 1]: that
         fraction of the training points; an array: these centers exactly
-        (``centers_`` equals them, cast to ``dtype``); trained by **EigenPro 4** by
+        (``centers_`` equals them, at their own precision); trained by **EigenPro 4** by
         default (see ``algorithm``).
     kernel : str, Kernel or callable, default="rbf"
         A name ({names}), a :class:`kernelkit.kernels.Kernel` (e.g.
@@ -74,7 +74,9 @@ default=None
         stopping rule typical fits stop after 3 to 20 epochs.
     tol : float >= 0 or None, default=1e-3
         Stopping tolerance. With early stopping (the default): stop when the
-        validation score (R^2 / accuracy) has not improved by more than ``tol`` for
+        validation score (R^2 / accuracy; the MSE relative to the target's mean
+        square for a constant validation target, whose R^2 is 0 for every model) has
+        not improved by more than ``tol`` for
         ``n_iter_no_change`` consecutive epochs. Without: stop when the relative
         change of the predictions on a fixed sample of 1,000 training points between
         consecutive epochs, ``||F_t - F_(t-1)|| / ||F_t||``, stays below ``tol`` for
@@ -121,9 +123,12 @@ default=None
         starts, at most 4096. 0 disables the cache (local runs only; never with
         ``client``).
     dtype : {{"float32", "float64"}}, default="float32"
-        Precision of the iteration (centers, coefficients, kernel blocks): float32,
-        as in the papers, halves the memory; the eigendecomposition is always
-        float64, and kernel values are computed in float64 and rounded.
+        Precision of the iteration (kernel blocks, iterates, products): float32, as
+        in the papers, halves the memory of the kernel blocks. It never rounds the
+        data: inputs and centers keep their own precision, kernel values are computed
+        in float64 from them and rounded (so ``X + 1e6`` or ``X * 1e-50`` with the
+        matching ``gamma`` give the fit on ``X``); the eigendecomposition is float64,
+        and so are the coefficients (their scale is the targets').
     client : None, str or distributed.Client, default=None
         Run the kernel products against the centers on a Dask cluster
         (:mod:`kernelkit.distributed`): the centers are scattered over the workers
@@ -142,9 +147,10 @@ default=None
         seconds) through :class:`kernelkit.utils._verbose.Progress`."""
 
 _ATTRS_DOC = """
-    centers_ : ndarray of shape (n_centers, n_features), ``dtype``
-        The centers (a copy: the training data for EigenPro 2).
-    dual_coef_ : ndarray of shape (n_centers,) or (n_centers, n_outputs), ``dtype``
+    centers_ : ndarray of shape (n_centers, n_features), float64 (float32 if given)
+        The centers (a copy: the training data for EigenPro 2), at the precision of
+        the inputs.
+    dual_coef_ : ndarray of shape (n_centers,) or (n_centers, n_outputs), float64
         Coefficients of the kernel functions of the centers.
     n_components_ : int
         ``q`` used.
@@ -190,7 +196,9 @@ _ATTRS_DOC = """
         Per epoch, the mean over its batches of the squared error (averaged over
         outputs) measured before each step.
     validation_scores_ : list of float or None
-        Per epoch, the validation score (early stopping only).
+        Per epoch, the validation score (early stopping only): accuracy for the
+        classifier; for the regressor R^2 averaged over outputs, an output whose
+        validation targets are constant scored as ``1 - MSE / mean(y^2)``.
     best_validation_score_ : float or None
         Best validation score (early stopping only).
     prediction_changes_ : list of float or None
@@ -232,10 +240,11 @@ _NOTES_DOC = """
     the same) and the auxiliary centers are dropped. With one step per period it is
     EigenPro 3 (Abedsoltan, Ma, Pandit & Belkin 2025, Algorithm EigenPro 4).
 
-    **Scale and degenerate data.** The iteration runs on ``y / s`` (``s`` the RMS of
-    ``y``) and the coefficients are scaled back, so ``y`` and ``c y`` give the same
-    model up to rounding; a scale whose coefficients leave ``dtype``'s normal range
-    raises a ``ValueError`` suggesting ``dtype='float64'``. When the kernel has
+    **Scale and degenerate data.** The iteration runs on each output divided by its
+    RMS and the float64 coefficients are scaled back, so ``y`` and ``c y`` give the
+    same model up to rounding for any ``c`` float64 holds (1e-300 to 1e300, in
+    float32 as well), and an output of scale 1e-300 beside one of scale 1 is fitted
+    as it would be alone. When the kernel has
     numerical rank ``n_components_ + 1`` (e.g. identical rows: rank one), the
     preconditioned spectrum is flat: the batch is the largest that fits and the step
     the one optimal for that single level (the saturation formula would sit on the
@@ -255,7 +264,7 @@ _NOTES_DOC = """
     auxiliary centers, ``n_auxiliary_centers_ x (d + outputs)``) and the setup
     three ``s x s`` float64 matrices (the Nyström kernel matrix and the blocks that
     measure ``lambda_1(P)``); the rest is ``O((n + n_centers + s) d)``: the training
-    data (cast to ``dtype``), the centers and the coefficients.
+    data (at its own precision), the centers and the coefficients.
 
     **Divergence** (loss becoming non-finite or exploding, e.g. for a too-large
     ``eta``) raises a ``ValueError`` naming the step size; NaN predictions are
