@@ -17,9 +17,15 @@ _PARAMS_DOC = """
         Polynomial kernel parameters.
     kernel_params : dict, default=None
         Further parameters of the named kernel or of the callable.
-    alpha : float > 0, default=1.0
+    alpha : float > 0, default=0.1
         The paper's regulariser ``alpha``: the second-order matrix starts at
-        ``alpha I`` (``A_0`` of Algorithm 1). Larger: smaller first steps, smoother fits.
+        ``alpha I`` (``A_0`` of Algorithm 1); for the squared loss it is the ridge
+        penalty of online kernel ridge, in units of the kernel (``k(x, x) = 1`` for
+        rbf). Larger: smaller first steps, smoother fits. The default is the middle
+        of the settings tuned on the documented streams (0.01 to 0.3): the regret
+        bound's ``alpha ||f*||^2`` term favours a small ``alpha`` on data of unit
+        kernel scale, and 0.1 keeps the prequential error within 10% of the tuned
+        one on digits regression.
     eta : "auto" or float > 0, default="auto"
         The paper's step sizes ``eta_t`` (``A_t = A_{{t-1}} + eta_t g_t g_t^T``).
         ``"auto"`` takes the loss's local curvature, ``eta_t g_t g_t^T = l''(f_t)
@@ -29,9 +35,13 @@ _PARAMS_DOC = """
     C : float > 0 or None, default=None
         The paper's feasible set ``|f(x_t)| <= C``: predictions beyond ``C`` are
         projected back in the ``A_{{t-1}}`` norm (Algorithm 1, line 7). None: no bound.
-    gamma_reg : float > 0, default=1.0
+    gamma_reg : float > 0, default=0.3
         KORS's ridge regularisation ``gamma`` (in units of ``k(x, x)``): smaller keeps
-        more atoms and a more accurate embedding. Ignored by ``method="kons"``.
+        more atoms and a more accurate embedding (the dictionary grows as
+        ``d_eff(gamma_reg)``), at a cost per sample growing as their square. The
+        default keeps about half of the 1797 digits samples as atoms, with a
+        prequential error within 10% of the tuned setting's and a shorter run.
+        Ignored by ``method="kons"``.
     epsilon : float >= 0, default=0.5
         KORS's accuracy ``epsilon``: the sampling probabilities are inflated by
         ``(1 + epsilon)``-accurate leverage-score estimates.
