@@ -157,3 +157,186 @@ def test_inputs_not_modified(reg_data):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         KernelRidge(kernel=RBF(0.1)).fit(X, y)
+
+
+# ------------------------------------------------- a rejected call changes nothing
+def _state(model):
+    return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in vars(model).items()}
+
+
+def _assert_same_state(model, before):
+    after = vars(model)
+    assert after.keys() == before.keys()
+    for k, v in before.items():
+        if isinstance(v, np.ndarray):
+            np.testing.assert_array_equal(after[k], v)
+        else:
+            assert after[k] is v or after[k] == v, k
+
+
+class _FailingKernel:
+    """A matrix callable that raises on its n-th evaluation (a failure midway)."""
+
+    def __init__(self, fail_at):
+        self.calls, self.fail_at = 0, fail_at
+
+    def __call__(self, A, B):
+        self.calls += 1
+        if self.calls >= self.fail_at:
+            raise RuntimeError("kernel failed midway")
+        return RBF(0.5)(A, B)
+
+
+@pytest.mark.parametrize("est", [
+    KernelRidge(kernel="rbf", gamma=0.5), KernelRidge(kernel="rbf", gamma=0.5, solver="pcg"),
+    KernelRidgeClassifier(kernel="rbf", gamma=0.5), NTKRidge(), NTKRidgeClassifier()],
+    ids=["kr", "kr-pcg", "krc", "ntk", "ntkc"])
+@pytest.mark.parametrize("bad", ["param", "X", "y", "sample_weight", "kernel"])
+def test_rejected_fit_leaves_the_model_as_it_was(est, bad):
+    rng = np.random.RandomState(0)
+    X3, X5 = rng.rand(40, 3), rng.rand(40, 5)
+    y = rng.rand(40) > 0.5 if "Classifier" in type(est).__name__ else rng.rand(40)
+    model = est.fit(X3, y)
+    pred, before, params = model.predict(X3), _state(model), model.get_params()
+    if bad == "param":
+        model.set_params(alpha=-1.0)
+        args, err = (X5, y), ValueError
+    elif bad == "X":
+        args, err = (np.full((40, 5), np.nan), y), ValueError
+    elif bad == "y":
+        args, err = (X5, y[:10]), ValueError
+    elif bad == "sample_weight":
+        args, err = (X5, y, -np.ones(40)), ValueError
+    else:
+        if isinstance(model, (NTKRidge, NTKRidgeClassifier)):
+            pytest.skip("the NTK ridge estimators take no kernel parameter")
+        model.set_params(kernel=_FailingKernel(fail_at=1))  # after validate_data reset
+        args, err = (X5, y), RuntimeError
+    with pytest.raises(err):
+        model.fit(*args)
+    model.set_params(**params)
+    _assert_same_state(model, before)
+    np.testing.assert_array_equal(model.predict(X3), pred)
+    with pytest.raises(ValueError, match="features"):
+        model.predict(X5)
+
+
+def test_parameters_are_validated_before_the_data():
+    # a bad parameter is reported as such even when the data are bad too
+    with pytest.raises(ValueError, match="alpha must be"):
+        KernelRidge(alpha=-1.0).fit(np.full((5, 2), np.nan), np.ones(5))
+    with pytest.raises(ValueError, match="solver must be"):
+        KernelRidgeClassifier(solver="lsqr").fit([[1.0]], [0])
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        KernelRidge(kernel="nope").fit([[np.inf]], [1.0])
+
+
+# ------------------------------------------------------ ill-conditioned solves
+@pytest.mark.parametrize("w_big", [1e14, 1e20, 1e-14])
+def test_extreme_sample_weight_is_solved_exactly(w_big):
+    # (K + alpha W^-1) c = y is well conditioned whatever W: the dense reference; the
+    # weighted system (S K S + alpha I) has condition ~1e14 and was sent to the eigen
+    # fallback (off by 1.05, with a wrong "singular" warning)
+    rng = np.random.RandomState(0)
+    X, y = rng.uniform(size=(50, 3)), rng.randn(50)
+    w = np.ones(50)
+    w[7] = w_big
+    K = RBF(2.0)(X)
+    ref = K @ np.linalg.solve(K + 0.1 * np.diag(1.0 / w), y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no singular-matrix warning either
+        ours = KernelRidge(alpha=0.1, kernel="rbf", gamma=2.0).fit(X, y, sample_weight=w)
+    assert_allclose(ours.predict(X), ref, rtol=1e-9, atol=1e-9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LinAlgWarning)  # scikit-learn warns, and is exact
+        sk = SkKernelRidge(alpha=0.1, kernel="rbf", gamma=2.0).fit(X, y, sample_weight=w)
+    assert_allclose(ours.predict(X), sk.predict(X), rtol=1e-7, atol=1e-7)
+
+
+def _rank_deficient(kind, scale):
+    rng = np.random.RandomState(3)
+    X = rng.randn(30, 3)
+    if kind == "rbf":  # duplicated rows: rank 25 of 30
+        X = np.vstack([X[:25], X[:5]])
+        return X, RBF(0.5)(X) * scale, dict(kernel="rbf", gamma=0.5)
+    if kind == "poly":  # degree 2 in 2 features: rank <= 6; gamma, coef0 scale K by scale
+        X, g = X[:, :2], np.sqrt(scale)
+        return X, (g * X @ X.T + g) ** 2, dict(kernel="poly", degree=2, gamma=g, coef0=g)
+    X = X * np.sqrt(scale)
+    return X, X @ X.T, dict(kernel="linear")  # rank 3
+
+
+@pytest.mark.parametrize("kind", ["linear", "poly", "rbf", "precomputed"])
+@pytest.mark.parametrize("scale", [1e-12, 1.0, 1e8])
+def test_minimum_norm_fallback_is_numpy_pinv(kind, scale):
+    # alpha = 0 on a singular K: the fallback announces the minimum-norm least-squares
+    # solution; its cutoff is relative (an absolute floor zeroed kernels of scale 1e-12)
+    X, K, kw = _rank_deficient(kind, scale)
+    y = np.random.RandomState(4).randn(len(X))
+    if kind == "precomputed" or (kind == "rbf" and scale != 1.0):
+        X, kw = K, dict(kernel="precomputed")
+    with pytest.warns(LinAlgWarning, match="minimum-norm"):
+        model = KernelRidge(alpha=0.0, **kw).fit(X, y)
+    ref = np.linalg.pinv(K, rtol=None, hermitian=True) @ y
+    assert np.abs(ref).max() > 0
+    assert_allclose(model.dual_coef_, ref, rtol=1e-6, atol=1e-6 * np.abs(ref).max())
+
+
+# ------------------------------------------------------------ sparse, callables
+@pytest.mark.parametrize("test_sparse", [False, True])
+def test_sparse_fit_gives_gp_std_of_the_dense_fit(reg_data, test_sparse):
+    import scipy.sparse as sp
+
+    X, y, X_test = reg_data
+    dense = KernelRidge(alpha=0.5, kernel="rbf", gamma=0.05).fit(X, y)
+    sparse = KernelRidge(alpha=0.5, kernel="rbf", gamma=0.05).fit(sp.csr_matrix(X), y)
+    Xt = sp.csr_matrix(X_test) if test_sparse else X_test
+    mean, std = sparse.predict(Xt, return_std=True)
+    mean_d, std_d = dense.predict(X_test, return_std=True)
+    assert_allclose(mean, mean_d, rtol=1e-8, atol=1e-10)
+    assert_allclose(std, std_d, rtol=1e-7, atol=1e-10)
+
+
+def test_callable_kernel_returning_sparse_matrix_is_a_matrix_callable(reg_data):
+    import scipy.sparse as sp
+
+    X, y, X_test = reg_data
+    calls = []
+
+    def kern(A, B):
+        calls.append(A.shape)
+        return sp.csr_matrix(A @ B.T)
+
+    ours = KernelRidge(alpha=0.5, kernel=kern).fit(X, y)
+    assert all(len(s) == 2 for s in calls)  # never called row by row
+    ref = SkKernelRidge(alpha=0.5, kernel="linear").fit(X, y)
+    assert_allclose(ours.predict(X_test), ref.predict(X_test), rtol=1e-8, atol=1e-10)
+
+
+def test_matrix_callable_error_is_not_retried_pair_by_pair(reg_data):
+    X, y, _ = reg_data
+    kern = _FailingKernel(fail_at=2)
+    model = KernelRidge(kernel=kern).fit(X, y)  # first call: the matrix
+    with pytest.raises(RuntimeError, match="kernel failed midway"):
+        model.predict(X[:3])
+    assert kern.calls == 2  # the error is the user's, not one per row pair
+
+
+# ------------------------------------------------------------------ dtypes
+@pytest.mark.parametrize("dt", [">f8", "<f4", np.float16])
+@pytest.mark.parametrize("solver", ["cholesky", "pcg"])
+def test_non_native_and_low_precision_inputs(dt, solver):
+    rng = np.random.RandomState(0)
+    X, y, w = rng.uniform(size=(60, 3)), rng.randn(60), rng.uniform(0.5, 2.0, 60)
+    Xd, yd, wd = X.astype(dt), y.astype(dt), w.astype(dt)
+    # the reference sees exactly the values the estimator was given, in float64
+    X64, y64, w64 = (np.asarray(a, np.float64) for a in (Xd, yd, wd))
+    K = RBF(1.0)(X64)
+    ref = K @ np.linalg.solve(K + 0.5 * np.diag(1.0 / w64), y64)
+    model = KernelRidge(alpha=0.5, kernel="rbf", gamma=1.0, solver=solver, tol=1e-10)
+    assert_allclose(model.fit(Xd, yd, sample_weight=wd).predict(Xd), ref, rtol=1e-7,
+                    atol=1e-8)
+    assert model.dual_coef_.dtype == np.float64 and model.dual_coef_.dtype.isnative
+    Kd = RBF(1.0)(X64).astype(">f8")
+    pre = KernelRidge(alpha=0.5, kernel="precomputed").fit(Kd, y64, sample_weight=w64)
+    assert_allclose(pre.predict(Kd), ref, rtol=1e-9, atol=1e-10)

@@ -3,6 +3,8 @@
 import inspect
 from numbers import Real
 
+import weakref
+
 import numpy as np
 from sklearn.gaussian_process.kernels import Hyperparameter
 from sklearn.gaussian_process.kernels import Kernel as _GPKernel
@@ -171,6 +173,9 @@ def _host(A):
     return A if sp.issparse(A) else np.asarray(A, dtype=np.float64)
 
 
+_CONVENTION = weakref.WeakKeyDictionary()  # callable -> True (row function) / False (matrix)
+
+
 def _as_matrix(K, shape):
     """A callable's result as a float64 ``shape`` array (SciPy sparse densified), or None
     when it is none (the mark of a row function given two blocks)."""
@@ -204,7 +209,27 @@ class _CallableKernel:
 
     def __init__(self, func, params):
         self.func, self.params = func, params
-        self.rows = None  # None: convention not known yet; True: row function
+        self._known = None  # the convention learnt by an earlier wrapper of the same func
+
+    @property
+    def rows(self):
+        """None: convention not known yet; True: row function; False: matrix callable.
+
+        Kept per callable (weakly), not per wrapper: the estimators wrap the user's
+        function anew in ``fit`` and in ``predict``, and a matrix callable that fails
+        in ``predict`` must not be retried pair by pair there."""
+        try:
+            return _CONVENTION.get(self.func, self._known)
+        except TypeError:  # not weak-referenceable
+            return self._known
+
+    @rows.setter
+    def rows(self, value):
+        self._known = value
+        try:
+            _CONVENTION[self.func] = value
+        except TypeError:
+            pass
 
     def _rowwise(self, X, Y, same):
         from sklearn.metrics.pairwise import pairwise_kernels
@@ -246,7 +271,7 @@ class _PairwiseKernel(_CallableKernel):
 
     def __init__(self, metric, params):
         super().__init__(metric, params)
-        self.rows = False
+        self._known = False  # a metric name: never looked up in the callables' table
 
     def __call__(self, X, Y, same=False):
         from sklearn.metrics.pairwise import pairwise_kernels

@@ -100,7 +100,8 @@ class _KernelRidgeBase(BaseEstimator):
         solver, tol, max_iter, verbose = self._check_solver(X.shape[0], alpha)
         sw = None
         if sample_weight is not None:
-            sw = np.sqrt(_check_sample_weight(sample_weight, X, ensure_non_negative=True))
+            sw = np.sqrt(_check_sample_weight(sample_weight, X, dtype=np.float64,
+                                                 ensure_non_negative=True))
             Y = Y * (sw if Y.ndim == 1 else sw[:, None])
         if solver == "pcg":
             progress = Progress(self, verbose)
