@@ -13,6 +13,7 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy.stats import binom
 from sklearn.datasets import load_breast_cancer, load_digits
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.kernel_approximation import Nystroem
 from sklearn.linear_model import Ridge, SGDRegressor
 from sklearn.model_selection import GridSearchCV
@@ -318,7 +319,9 @@ def test_rls_nystroem_interface_and_pipelines(bc):
     assert list(out.columns[:2]) == ["rlsnystroem0", "rlsnystroem1"]
     for reg in (Ridge(alpha=1e-3), SGDRegressor(random_state=0, max_iter=2000, tol=1e-6)):
         pipe = make_pipeline(RLSNystroem(gamma=g, n_components=80, random_state=0), reg)
-        assert pipe.fit(X[:400], y[:400]).score(X[400:], y[400:]) > 0.5
+        with warnings.catch_warnings():  # SGD's own stopping on these features, not ours
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            assert pipe.fit(X[:400], y[:400]).score(X[400:], y[400:]) > 0.5
     grid = GridSearchCV(make_pipeline(RLSNystroem(random_state=0), Ridge(alpha=1e-3)),
                         {"rlsnystroem__n_components": [20, 60],
                          "rlsnystroem__gamma": [g, 3 * g]}, cv=3).fit(X, y)
@@ -474,3 +477,224 @@ def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # n_components capped on tiny data
         check(estimator)
+
+
+# ------------------------------------------------------------------ degenerate data
+def _repeated(seed=0, copies=30):
+    """10 distinct points, each repeated ``copies`` times (rbf gamma 5: nearly orthogonal)."""
+    base = np.random.default_rng(seed).standard_normal((10, 2))
+    return np.repeat(base, copies, axis=0)
+
+
+@pytest.mark.parametrize("sampler", ["squeak", "ink", "exact"])
+def test_rls_columns_cover_every_distinct_point(sampler):
+    # d_eff can never reach n_components / qbar = 25 (rank 10): the regulariser used to
+    # sink to the rounding noise of K and the draw covered as few as 2 of the 10 points
+    X = _repeated()
+    K = RBF(5.0)(X)
+    lam_max = np.linalg.eigvalsh(K)[-1]
+    for seed in range(2):
+        ny = RLSNystroem(gamma=5.0, n_components=50, sampler=sampler, random_state=seed).fit(X)
+        assert_array_equal(np.unique(ny.component_indices_ // 30), np.arange(10))
+        assert len(np.unique(ny.component_indices_)) == 50
+        assert ny.gamma_reg_ >= 1e-9 * lam_max  # never below the kernel's scale floor
+        assert np.all(ny.leverage_scores_ <= 1.0)
+        # every distinct point drawn with probability 1: Horvitz-Thompson weights sum to n
+        assert ny.component_weights_.sum() == pytest.approx(300, rel=1e-12)
+        F = ny.transform(X)
+        assert_allclose(F @ F.T, K, atol=1e-8)
+
+
+def test_falkon_rls_centers_on_repeated_points_match_exact_kernel_ridge():
+    from sklearn.kernel_ridge import KernelRidge as SkKernelRidge
+
+    X = _repeated()
+    y = np.sin(X[:, 0]) + X[:, 1]
+    test = np.random.default_rng(1).standard_normal((40, 2))
+    exact = SkKernelRidge(kernel="rbf", gamma=5.0, alpha=1e-3).fit(X, y)
+    for seed in range(3):
+        f = kernelkit.FalkonRegressor(centers="rls", n_centers=50, gamma=5.0, alpha=1e-3,
+                                      random_state=seed).fit(X, y)
+        assert_array_equal(np.unique(f.center_indices_ // 30), np.arange(10))
+        assert_allclose(f.predict(X), exact.predict(X), atol=1e-4)
+        assert_allclose(f.predict(test), exact.predict(test), atol=1e-4)
+
+
+@pytest.mark.parametrize("sampler", ["squeak", "ink", "exact"])
+def test_nystroem_error_on_low_rank_smooth_data_near_uniform(sampler):
+    # rbf with a small gamma on 1-D data: numerical rank ~10 for 40 requested columns
+    x = np.sort(np.random.default_rng(0).uniform(-1, 1, (300, 1)), axis=0)
+    K = RBF(0.5)(x)
+    lam_max = np.linalg.eigvalsh(K)[-1]
+
+    def err(sampler, seed):
+        ny = RLSNystroem(gamma=0.5, n_components=40, sampler=sampler, random_state=seed).fit(x)
+        F = ny.transform(x)
+        return np.linalg.eigvalsh(K - F @ F.T)[[0, -1]], ny
+
+    for seed in range(2):
+        (_, uni), _ = err("uniform", seed)
+        (lo, hi), ny = err(sampler, seed)
+        assert ny.gamma_reg_ >= 1e-9 * lam_max
+        assert lo >= -1e-9 * lam_max  # K~ <= K: a projection
+        assert hi <= max(10 * uni, 1e-10 * lam_max)
+
+
+def test_squeak_on_repeated_points_estimates_in_band():
+    # with few copies a dictionary can lose every copy of a repeated point at once; the
+    # estimates of those points were k(x, x) / gamma_reg (effective_dim_ ~ 1e4 for 10)
+    X = _repeated()
+    tau = ridge_leverage_scores(X, gamma=5.0, gamma_reg=0.1)
+    for seed in range(3):
+        sq = SQUEAK(gamma_reg=0.1, qbar=8, gamma=5.0, random_state=seed).fit(X)
+        assert np.all(sq.leverage_scores_ <= 1.0)
+        assert tau.sum() / (1 + EPS) <= sq.effective_dim_ <= tau.sum() / (1 - EPS)
+        assert len(np.unique(sq.dictionary_indices_ // 30)) == 10
+        default = SQUEAK(gamma_reg=0.1, gamma=5.0, random_state=seed).fit(X)
+        assert tau.sum() / 2 <= default.effective_dim_ <= 2 * tau.sum()
+
+
+# ------------------------------------------------------------------ memory guard
+def test_dense_paths_refuse_matrices_far_over_the_budget(rng):
+    calls = []
+
+    def kernel(A, B):
+        calls.append(1)
+        return np.exp(-0.5 * ((A[:, None] - B[None]) ** 2).sum(-1))
+
+    X = rng.standard_normal((300, 2))
+    # 64 x 0.01 MiB holds a 289 x 289 float64 matrix, not 300 x 300
+    with kernelkit.config_context(working_memory=0.01):
+        for call in (lambda: ridge_leverage_scores(X, kernel=kernel),
+                     lambda: effective_dimension(X, kernel=kernel),
+                     lambda: RLSNystroem(kernel, sampler="exact", n_components=10).fit(X)):
+            with pytest.raises(MemoryError, match="SQUEAK or INKEstimate"):
+                call()
+        assert not calls  # refused before any kernel evaluation
+        small = X[:280]
+        K = RBF(0.5)(small)
+        dense = np.diag(K @ np.linalg.inv(K + np.eye(280)))
+        assert_allclose(ridge_leverage_scores(small, kernel=kernel), dense, rtol=1e-9)
+        assert effective_dimension(small, kernel=kernel) == pytest.approx(dense.sum(), rel=1e-9)
+
+
+# ------------------------------------------------------------------ rejected calls
+def _state(est):
+    import copy
+
+    return {k: copy.deepcopy(v) for k, v in vars(est).items()
+            if k.endswith("_") or k.startswith("_")}
+
+
+def _assert_state(est, before):
+    after = _state(est)
+    assert after.keys() == before.keys()
+    for k, v in before.items():
+        if isinstance(v, np.ndarray):
+            assert_array_equal(after[k], v)
+        elif k == "_dict":
+            for f in ("idx", "p", "q", "G"):
+                assert_array_equal(getattr(after[k], f), getattr(v, f))
+        else:
+            assert after[k] == v or (v != v and after[k] != after[k]), k
+
+
+class _Failing:
+    """A callable rbf kernel that raises from its ``k``-th call on (a failure midway)."""
+
+    def __init__(self, k):
+        self.k, self.calls = k, 0
+
+    def __call__(self, A, B):
+        self.calls += 1
+        if self.calls >= self.k:
+            raise RuntimeError("kernel failed midway")
+        return np.exp(-0.1 * ((A[:, None] - B[None]) ** 2).sum(-1))
+
+
+@pytest.mark.parametrize("make, k", [
+    (lambda: SQUEAK(gamma_reg=GAMMA_REG, qbar=4, random_state=0), 3),
+    (lambda: INKEstimate(gamma_reg=GAMMA_REG, qbar=4, random_state=0), 1),  # fit resets first
+    (lambda: RLSNystroem(n_components=20, random_state=0), 3),
+], ids=["SQUEAK", "INKEstimate", "RLSNystroem"])
+def test_rejected_fit_leaves_the_model_as_it_was(bc, make, k):
+    X = bc[0][:120]
+    est = make().fit(X)
+    before = _state(est)
+    bad = X.copy()
+    bad[5, 1] = np.nan
+    rejections = [
+        (dict(epsilon=1.5), X, "epsilon"),  # a bad parameter
+        (dict(qbar=0), X, "qbar"),
+        (dict(gamma_reg=-1.0), X, "gamma_reg"),
+        (dict(epsilon=1.5), bad, "epsilon"),  # parameters are checked before data
+        ({}, bad, "NaN"),  # bad data
+        ({}, X[:1], "1 sample"),
+        (dict(kernel=_Failing(k), qbar=7), X[:, :10], "midway"),  # a failure midway
+    ]
+    for params, data, match in rejections:
+        est.set_params(**params)
+        with pytest.raises((ValueError, RuntimeError), match=match):
+            est.fit(data)
+        est.set_params(**{k: make().get_params()[k] for k in params})
+        _assert_state(est, before)
+    assert_allclose(est.fit(X).leverage_scores_, before["leverage_scores_"])
+
+
+def test_rejected_partial_fit_leaves_the_stream_as_it_was(bc):
+    X = bc[0][:150]
+    ink = INKEstimate(gamma_reg=GAMMA_REG, qbar=4, random_state=0).partial_fit(X[:60])
+    before = _state(ink)
+    bad = X[60:90].copy()
+    bad[2, 0] = np.inf
+    for params, data, match in [(dict(epsilon=0.0), X[60:90], "epsilon"),
+                                (dict(epsilon=0.0), bad, "epsilon"),
+                                ({}, bad, "infinity"),
+                                ({}, X[60:90, :5], "features"),
+                                (dict(kernel=_Failing(1)), X[60:90], "midway")]:
+        ink.set_params(**params)
+        with pytest.raises((ValueError, RuntimeError), match=match):
+            ink.partial_fit(data)
+        ink.set_params(epsilon=EPS, kernel="rbf")
+        _assert_state(ink, before)
+    # the stream goes on as if the rejected chunks never came
+    ref = INKEstimate(gamma_reg=GAMMA_REG, qbar=4, random_state=0).fit(X[:90])
+    ink.partial_fit(X[60:90])
+    assert_array_equal(ink.dictionary_indices_, ref.dictionary_indices_)
+    assert_allclose(ink.leverage_scores_, ref.leverage_scores_, rtol=1e-10)
+
+
+# ------------------------------------------------------------------ dtypes and sparse
+def test_big_endian_input_equals_native_and_sparse_is_refused(bc):
+    import scipy.sparse as sp
+
+    X = bc[0][:150]
+    Xb = X.astype(">f8")
+    K = RBF(0.1)(X)
+    Kb = K.astype(">f8")
+    assert_allclose(ridge_leverage_scores(Xb, gamma=0.1), ridge_leverage_scores(X, gamma=0.1),
+                    rtol=1e-12)
+    assert effective_dimension(Kb, kernel="precomputed") == pytest.approx(
+        effective_dimension(K, kernel="precomputed"), rel=1e-12)
+    for backend in ("numpy", "numba"):
+        for make in (lambda: SQUEAK(gamma_reg=GAMMA_REG, gamma=0.1, random_state=0,
+                                    backend=backend),
+                     lambda: INKEstimate(gamma_reg=GAMMA_REG, gamma=0.1, random_state=0,
+                                         backend=backend)):
+            a, b = make().fit(X), make().fit(Xb)
+            assert_array_equal(a.dictionary_indices_, b.dictionary_indices_)
+            assert_allclose(a.leverage_scores_, b.leverage_scores_, rtol=1e-12)
+            assert_allclose(a.estimate_leverage_scores(Xb), a.estimate_leverage_scores(X),
+                            rtol=1e-12)
+        a = RLSNystroem(gamma=0.1, n_components=30, random_state=0, backend=backend).fit(X)
+        b = RLSNystroem(gamma=0.1, n_components=30, random_state=0, backend=backend).fit(Xb)
+        assert_array_equal(a.component_indices_, b.component_indices_)
+        assert_allclose(b.transform(Xb), a.transform(X), rtol=1e-10, atol=1e-12)
+        p = RLSNystroem(kernel="precomputed", n_components=30, random_state=0).fit(Kb)
+        assert_allclose(p.transform(Kb[:10]), p.transform(K[:10]), rtol=1e-12)
+    S = sp.csr_matrix(X)
+    for call in (lambda: ridge_leverage_scores(S), lambda: effective_dimension(S),
+                 lambda: SQUEAK().fit(S), lambda: INKEstimate().fit(S),
+                 lambda: RLSNystroem(n_components=10).fit(S)):
+        with pytest.raises(TypeError, match="dense data is required"):
+            call()

@@ -701,3 +701,56 @@ def _expected_failures(estimator):
                          expected_failed_checks=_expected_failures)
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+def test_rejected_fit_leaves_kernel_thinning_as_it_was():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((256, 2))
+    kt = KernelThinning(gamma=0.5, random_state=0).fit(X)
+    before = {k: v for k, v in vars(kt).items() if k.endswith("_")}
+    bad = X.copy()
+    bad[3, 1] = np.nan
+    calls = []
+
+    def failing(A, B):  # a failure midway: after the PSD check
+        calls.append(1)
+        if len(calls) > 1:
+            raise RuntimeError("kernel failed midway")
+        return rbf_kernel(A, B, gamma=0.5)
+
+    for params, data, kwargs, match in [
+        (dict(variant="nope"), X, {}, "variant"),  # a bad parameter
+        (dict(delta=2.0), bad, {}, "delta"),  # parameters before data
+        ({}, bad, {}, "NaN"),  # bad data
+        (dict(m=9), X[:, :1], {}, "halving rounds"),  # a parameter that does not fit n
+        ({}, X, dict(sample_weight=-np.ones(256)), "sample_weight|negative"),
+        (dict(kernel=failing, gamma=None, m=2), X[:, :1], {}, "midway"),
+    ]:
+        kt.set_params(**params)
+        with pytest.raises((ValueError, RuntimeError), match=match):
+            kt.fit(data, **kwargs)
+        kt.set_params(variant="target", delta=0.5, m=None, kernel="rbf", gamma=0.5)
+        after = {k: v for k, v in vars(kt).items() if k.endswith("_")}
+        assert after.keys() == before.keys()
+        for k, v in before.items():
+            assert_array_equal(after[k], v)
+    assert_array_equal(kt.fit(X).coreset_indices_, before["coreset_indices_"])
+
+
+def test_kernel_thinning_big_endian_input_and_sparse_refused():
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((256, 2))
+    w = rng.uniform(0.5, 1.5, 256)
+    K = rbf_kernel(X, gamma=0.5)
+    for backend in ("numpy", "numba"):
+        for kernel, A in (("rbf", X), ("precomputed", K)):
+            def fit(A, w, kernel=kernel):
+                return KernelThinning(kernel, gamma=0.5 if kernel == "rbf" else None,
+                                      random_state=0, backend=backend).fit(A, sample_weight=w)
+            a, b = fit(A, w), fit(A.astype(">f8"), w.astype(">f8"))
+            assert_array_equal(a.coreset_indices_, b.coreset_indices_)
+            assert a.mmd_ == pytest.approx(b.mmd_, rel=1e-12, nan_ok=True)
+    with pytest.raises(TypeError, match="dense data is required"):
+        KernelThinning().fit(sp.csr_matrix(X))

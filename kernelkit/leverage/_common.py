@@ -27,6 +27,10 @@ _MIN_SAMPLER_QBAR = 4
 PRACTICAL_QBAR = _MIN_SAMPLER_QBAR
 AUTO_LAMBDA = 1e-3
 _SAMPLERS = ("squeak", "ink", "exact", "uniform")
+# The exact scores hold one dense n x n float64 matrix: refused beyond this many times
+# working_memory (16 GiB at the default 256 MiB, n ~ 46,000), where it would fail
+# slowly or swap; the one-pass samplers never hold it.
+DENSE_LIMIT_FACTOR = 64
 
 
 # ----------------------------------------------------------------- parameters
@@ -105,6 +109,19 @@ def _resolve_gamma_reg(value, n):
 def _check_precomputed(K, name="X"):
     """A precomputed kernel matrix: the one rule of :func:`check_kernel_matrix`."""
     check_kernel_matrix(K, name)
+
+
+def _check_dense_size(n, caller):
+    """Raise a clear error before an ``n x n`` float64 matrix far over the memory budget."""
+    budget = get_config()["working_memory"] * 2**20
+    need = 8.0 * n * n
+    if need > DENSE_LIMIT_FACTOR * budget:
+        raise MemoryError(
+            f"{caller} needs a dense {n} x {n} float64 kernel matrix ({need / 2**30:.3g} GiB), "
+            f"more than {DENSE_LIMIT_FACTOR} times kernelkit's working_memory "
+            f"({budget / 2**20:g} MiB). Estimate the leverage scores in one pass with SQUEAK "
+            "or INKEstimate (memory of their small dictionary), or raise the budget with "
+            "kernelkit.config_context(working_memory=...).")
 
 
 # ------------------------------------------------------------ kernel evaluation

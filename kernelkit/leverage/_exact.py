@@ -6,7 +6,7 @@ from scipy import linalg
 from scipy.linalg import lapack
 
 from ..utils._validation import check_kernel_matrix
-from ._common import _check_gamma_reg, _kernel_eval_from_args
+from ._common import _check_dense_size, _check_gamma_reg, _kernel_eval_from_args
 from ._dictionary import _blas_for
 
 
@@ -46,6 +46,11 @@ def ridge_leverage_scores(X, kernel="rbf", gamma_reg=1.0, *, gamma=None, degree=
     ValueError
         On NaN/inf, empty input, ``gamma_reg <= 0``, an unknown kernel or backend,
         or a precomputed matrix that is not square symmetric PSD.
+    MemoryError
+        Before any kernel evaluation, when the ``n x n`` float64 matrix
+        (``8 n^2`` bytes) exceeds 64 times kernelkit's ``working_memory``
+        (16 GiB at the default 256 MiB): use :class:`SQUEAK` or :class:`INKEstimate`,
+        or raise ``working_memory``.
 
     Examples
     --------
@@ -58,10 +63,11 @@ def ridge_leverage_scores(X, kernel="rbf", gamma_reg=1.0, *, gamma=None, degree=
     """
     gamma_reg = _check_gamma_reg(gamma_reg)
     kern, pts = _kernel_eval_from_args(X, kernel, gamma, degree, coef0, kernel_params, backend)
-    return _exact_scores(kern, pts, gamma_reg)
+    return _exact_scores(kern, pts, gamma_reg, "ridge_leverage_scores")
 
 
-def _exact_scores(kern, pts, gamma_reg):
+def _exact_scores(kern, pts, gamma_reg, caller):
+    _check_dense_size(len(pts), caller)
     A = kern(pts)  # a fresh float64 buffer (a copy for precomputed input)
     n = A.shape[0]
     with _blas_for(n):
@@ -119,7 +125,7 @@ def effective_dimension(X, kernel="rbf", gamma_reg=1.0, *, gamma=None, degree=3,
 
     Raises
     ------
-    ValueError
+    ValueError, MemoryError
         As :func:`ridge_leverage_scores`.
     """
     g = np.asarray(gamma_reg, dtype=np.float64) if not isinstance(gamma_reg, str) else None
@@ -127,6 +133,7 @@ def effective_dimension(X, kernel="rbf", gamma_reg=1.0, *, gamma=None, degree=3,
         raise ValueError(f"gamma_reg must be a positive finite number or an array of them, "
                          f"got {gamma_reg!r}.")
     kern, pts = _kernel_eval_from_args(X, kernel, gamma, degree, coef0, kernel_params, backend)
+    _check_dense_size(len(pts), "effective_dimension")
     K = kern(pts)
     if kern.K is None:  # a precomputed matrix was checked already; a Gram matrix here
         check_kernel_matrix(K, "K(X, X)", square=False)

@@ -8,6 +8,7 @@ from sklearn.utils.validation import validate_data
 
 from ..backend import resolve_backend
 from ..utils._dispatch import select_loops
+from ..utils._state import atomic
 from ._common import (
     _INK_CHUNK,
     _check_delta,
@@ -129,6 +130,7 @@ class INKEstimate(BaseEstimator):
 
     _precomputed = SQUEAK._precomputed
 
+    @atomic
     def fit(self, X, y=None):
         """Run INK-ESTIMATE over ``X`` from an empty sketch.
 
@@ -148,6 +150,7 @@ class INKEstimate(BaseEstimator):
                 delattr(self, attr)
         return self._partial_fit(X, first=True, whole=True)
 
+    @atomic(deep=True)
     def partial_fit(self, X, y=None):
         """Process the next points of the stream.
 
@@ -168,10 +171,12 @@ class INKEstimate(BaseEstimator):
         if self._precomputed() and not whole:
             raise ValueError("kernel='precomputed' is not supported by partial_fit (a stream "
                              "cannot provide kernel values with future points); use fit.")
-        X = validate_data(self, X, dtype=np.float64, reset=first,
-                          ensure_min_samples=2 if first else 1)
         eps = _check_epsilon(self.epsilon)
         delta = _check_delta(self.delta)
+        _resolve_gamma_reg(self.gamma_reg, 1)  # parameters before data
+        _resolve_qbar(self.qbar, 2, eps, delta)
+        X = validate_data(self, X, dtype=np.float64, reset=first,
+                          ensure_min_samples=2 if first else 1)
         if first:
             # "auto" scales with the first batch (all of X in fit); a stream keeps it fixed
             self.gamma_reg_ = _resolve_gamma_reg(self.gamma_reg, X.shape[0])

@@ -15,6 +15,7 @@ from ..utils._validation import check_scalar_param
 from ._common import (
     _MIN_SAMPLER_QBAR,
     _SAMPLERS,
+    _check_dense_size,
     _check_epsilon,
     _check_gamma_reg,
     _make_eval,
@@ -28,6 +29,9 @@ from ._sampling import _draw_columns, _match_gamma_reg
 from ._squeak import SQUEAK, _partition_scores, _repair, _run_squeak
 
 
+
+
+_EXACT_CALLER = "RLSNystroem(sampler='exact')"
 
 
 class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -126,6 +130,9 @@ class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         ``qbar < 1``, a precomputed matrix that is not square symmetric PSD,
         ``gamma``, ``degree`` or ``coef0`` given with a callable or precomputed kernel
         (as scikit-learn's ``Nystroem``).
+    MemoryError
+        With ``sampler="exact"``, when the dense ``n x n`` matrix is far over
+        ``working_memory`` (see :func:`ridge_leverage_scores`).
 
     See Also
     --------
@@ -201,6 +208,8 @@ class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
                           "full kernel.", stacklevel=3)
             m = n
         qbar = _resolve_qbar(self.qbar, n, eps, 0.1)
+        if self.sampler == "exact":  # before the pilot's kernel blocks
+            _check_dense_size(n, _EXACT_CALLER)
         self.backend_ = resolve_backend(self.backend, X)
         kern, pts = _make_eval(self, X, kernel_params_default=(3, 1))
         rs = check_random_state(self.random_state)
@@ -242,7 +251,7 @@ class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
     def _scores(self, kern, pts, n, gamma_reg, eps, qbar, seed):
         """Every point's RLS estimate in [0, 1] from the chosen sampler."""
         if self.sampler == "exact":
-            return _exact_scores(kern, pts, gamma_reg)
+            return _exact_scores(kern, pts, gamma_reg, _EXACT_CALLER)
         if self.sampler == "squeak":
             d = _run_squeak(kern, pts, n, gamma_reg, eps, qbar, 1, None, self.n_jobs, seed,
                             self.backend_)

@@ -11,6 +11,7 @@ from sklearn.utils.validation import _check_sample_weight, validate_data
 from .._config import get_config
 from ..backend import get_backend, resolve_backend
 from ..kernels import resolve_kernel
+from ..utils._state import atomic
 from ..utils._validation import check_weights
 from ..utils._verbose import Progress, check_verbose
 from ._kernel import _AUTO_MMD_MAX_N, COMPRESS, VARIANTS, _Pool, _power_spec, _ThinKernel
@@ -201,7 +202,8 @@ class KernelThinning(BaseEstimator):
         tags.target_tags.required = False
         return tags
 
-    def _check_params(self, n):
+    def _check_params(self, n=None):
+        """``(m, delta, g)``; with ``n=None`` only what does not depend on the data."""
         if not isinstance(self.variant, str) or self.variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, got {self.variant!r}.")
         if self.compress not in COMPRESS:
@@ -216,17 +218,18 @@ class KernelThinning(BaseEstimator):
         if self.compute_mmd not in (True, False, "auto"):
             raise ValueError(f"compute_mmd must be True, False or 'auto', got "
                              f"{self.compute_mmd!r}.")
+        m = self.m
+        if m is not None and (isinstance(m, bool) or not isinstance(m, Integral) or m < 0):
+            raise ValueError(f"m must be an integer >= 0 or None, got {m!r}.")
+        if n is None:
+            return None, float(delta), int(g)
         max_m = n.bit_length() - 1  # largest m with 2^m <= n
-        if self.m is None:
+        if m is None:
             m = max_m // 2
-        else:
-            m = self.m
-            if isinstance(m, bool) or not isinstance(m, Integral) or m < 0:
-                raise ValueError(f"m must be an integer >= 0 or None, got {m!r}.")
-            if m > max_m:
-                raise ValueError(
-                    f"m={m} halving rounds leave no point of n_samples={n}: m must be at most "
-                    f"log2(n_samples) = {math.log2(n):.3g}, i.e. m <= {max_m}.")
+        elif m > max_m:
+            raise ValueError(
+                f"m={m} halving rounds leave no point of n_samples={n}: m must be at most "
+                f"log2(n_samples) = {math.log2(n):.3g}, i.e. m <= {max_m}.")
         return int(m), float(delta), int(g)
 
     def _kernels(self, engine, X, budget):
@@ -266,6 +269,7 @@ class KernelThinning(BaseEstimator):
         return (_ThinKernel(engine, Xe, budget, terms=terms, label=f"{kernel!r} ({self.variant})"),
                 swap, alpha)
 
+    @atomic
     def fit(self, X, y=None, sample_weight=None):
         """Select the coreset.
 
@@ -282,6 +286,7 @@ class KernelThinning(BaseEstimator):
         -------
         self : object
         """
+        self._check_params()  # parameters before data
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=1)
         n = X.shape[0]
         m, delta, g = self._check_params(n)
