@@ -45,7 +45,12 @@ class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
     1. the regulariser is matched to the budget as the papers do: with
        ``gamma_reg="auto"``, ``gamma_reg_`` makes the effective dimension about
        ``n_components / qbar`` (so the expected RLS dictionary, ``qbar * d_eff``
-       copies, has the budget's size), estimated through a uniform pilot dictionary;
+       copies, has the budget's size), estimated through a uniform pilot dictionary.
+       It is never lowered below ``1e-8`` times the largest eigenvalue of ``K`` (below
+       it the estimators cancel catastrophically): where the numerical rank is too low
+       to reach the target (repeated points, smooth kernels on low-dimensional data),
+       the floor is used and the share of the budget that RLS cannot spend is drawn
+       uniformly;
     2. the sampler estimates every point's RLS ``tau~_i(gamma_reg_)``: SQUEAK
        (default; one pass, never the ``n x n`` matrix), INK-ESTIMATE, or the exact
        scores; ``"uniform"`` reproduces scikit-learn's ``Nystroem`` sampling;
@@ -53,7 +58,10 @@ class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
        probabilities ``pi_i = min(1, c tau~_i)``, ``sum pi = n_components``
        (systematic sampling in random order), and weighted as the theory requires,
        ``w_i = 1 / pi_i`` (so ``sum_i w_i phi_i phi_i'`` is unbiased for the
-       covariance); the features are
+       covariance). Repeated points form one unit (a second copy adds nothing to
+       the span): units are drawn by the sum of their copies' scores, one copy each,
+       weighted ``copies / pi``; a budget above the number of distinct points takes
+       them all and fills the rest with uniform extra copies. The features are
        ``k(x, C) W (W K_CC W)^{+1/2}`` with a pseudo-inverse that drops the null
        space, so that their Gram matrix is the Nyström approximation
        ``K_nC K_CC^+ K_Cn`` even with duplicate points or rank-deficient kernels,
@@ -108,13 +116,15 @@ class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
     component_indices_ : ndarray of shape (n_components,), int64
         Their training indices, ascending.
     component_weights_ : ndarray of shape (n_components,)
-        The column weights ``1 / pi_i`` (``n / n_components`` for "uniform").
+        The column weights ``1 / pi_i`` (``n / n_components`` for "uniform"; for a
+        repeated point, its number of copies over its inclusion probability, shared by
+        its drawn copies): ``sum_i w_i f(x_i)`` estimates ``sum_j f(x_j)`` without bias.
     normalization_ : ndarray of shape (n_components, n_components)
         ``(W K_CC W)^{+1/2} W``: features are ``k(X, components_) @ normalization_.T``.
     gamma_reg_ : float or None
         The regulariser used (None for "uniform").
     leverage_scores_ : ndarray of shape (n_samples,) or None
-        The sampler's RLS estimates (None for "uniform").
+        The sampler's RLS estimates, at most 1 (None for "uniform").
     effective_dim_ : float or None
         Their sum, the estimate of ``d_eff(gamma_reg_)`` (None for "uniform").
     backend_ : str

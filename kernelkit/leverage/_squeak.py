@@ -169,7 +169,12 @@ class SQUEAK(BaseEstimator):
     futures with the data left on the workers.
 
     Finally every point's RLS is estimated from the final dictionary
-    (``leverage_scores_``), in one blockwise pass.
+    (``leverage_scores_``), in one blockwise pass. An estimate above
+    ``1 / (1 - eps)`` proves the dictionary lost that point's direction (an
+    epsilon-accurate one cannot give it; with few copies, a group of repeated points
+    can lose all of them at once): such points rejoin the dictionary as new points do
+    and the estimates are recomputed, up to three rounds, with a warning if some
+    remain. Estimates are capped at 1, the largest leverage score.
 
     Parameters
     ----------
@@ -206,7 +211,7 @@ class SQUEAK(BaseEstimator):
         ``q_i / (qbar p~_i)``, the diagonal of ``S S'``: ``sum_i w_i phi_i phi_i'``
         approximates the covariance ``sum_j phi_j phi_j'`` of all points.
     leverage_scores_ : ndarray of shape (n_samples,)
-        Estimated RLS of every training point from the final dictionary,
+        Estimated RLS of every training point from the final dictionary, capped at 1,
         ``phi_i' (Phi S S' Phi' + gamma I)^{-1} phi_i = tau~_i / (1 - eps)``: within
         ``[tau_i / (1 + eps), tau_i / (1 - eps)]`` for an epsilon-accurate dictionary
         (Lemma 2's ``tau_i / alpha <= tau~_i <= tau_i`` for the sampling estimate
@@ -230,6 +235,12 @@ class SQUEAK(BaseEstimator):
         In ``fit``: NaN/inf, fewer than 2 samples, ``gamma_reg <= 0``, ``epsilon``
         or ``delta`` outside (0, 1), invalid ``qbar``, an unknown kernel or
         backend, a precomputed matrix that is not square symmetric PSD.
+
+    Warns
+    -----
+    UserWarning
+        When the dictionary dies out, or still misses points after its repair rounds
+        (``qbar`` too small for the data).
 
     See Also
     --------
