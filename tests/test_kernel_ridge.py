@@ -337,6 +337,8 @@ def test_non_native_and_low_precision_inputs(dt, solver):
     assert_allclose(model.fit(Xd, yd, sample_weight=wd).predict(Xd), ref, rtol=1e-7,
                     atol=1e-8)
     assert model.dual_coef_.dtype == np.float64 and model.dual_coef_.dtype.isnative
+    ref1 = K @ np.linalg.solve(K + 0.5 * np.eye(60), y64)  # no weights: y alone as given
+    assert_allclose(model.fit(Xd, yd).predict(Xd), ref1, rtol=1e-7, atol=1e-8)
     Kd = RBF(1.0)(X64).astype(">f8")
     pre = KernelRidge(alpha=0.5, kernel="precomputed").fit(Kd, y64, sample_weight=w64)
     assert_allclose(pre.predict(Kd), ref, rtol=1e-9, atol=1e-10)

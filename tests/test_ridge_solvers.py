@@ -413,3 +413,115 @@ def test_falkon_is_scale_free_in_y(s):
     ref = FalkonRegressor(gamma=GAMMA, n_centers=100, random_state=0).fit(X, y)
     f = FalkonRegressor(gamma=GAMMA, n_centers=100, random_state=0).fit(X, y * s)
     assert _rel(f.predict(X) / s, ref.predict(X)) < 1e-4  # both solves to tol 1e-5
+
+
+# ---------------------------------------------------- sample weights in the pcg solve
+@pytest.mark.parametrize("w_big", [1e20, 1e-20])
+@pytest.mark.parametrize("tol", [1e-4, 1e-8], ids=["float32-K", "float64-K"])
+def test_pcg_extreme_sample_weight_meets_tol_on_the_unweighted_residual(w_big, tol):
+    # the residual of S K S + alpha I, weighted by S, let a 1e20 weight hide every other
+    # row (error 0.018, no warning); the solve now stops on the residual of
+    # (K + alpha W^-1) c = y, the dense reference (a zero weight drops its row, c_i = 0)
+    rng = np.random.RandomState(0)
+    X, y = rng.uniform(size=(300, 3)), rng.randn(300)
+    w = rng.uniform(0.5, 2.0, 300)
+    w[7], w[3] = w_big, 0.0
+    K, keep = RBF(2.0)(X), w > 0
+    c = np.zeros(300)
+    c[keep] = np.linalg.solve(K[np.ix_(keep, keep)] + 0.1 * np.diag(1 / w[keep]), y[keep])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        m = KernelRidge(alpha=0.1, kernel="rbf", gamma=2.0, solver="pcg", tol=tol,
+                        random_state=0).fit(X, y, sample_weight=w)
+    assert m.dual_coef_[3] == 0.0
+    res = K[np.ix_(keep, keep)] @ m.dual_coef_[keep] + 0.1 * m.dual_coef_[keep] / w[keep]
+    # (float32 K: the certified residual includes the rounding estimate; it holds within 2x)
+    assert np.linalg.norm(res - y[keep]) <= 2 * tol * np.linalg.norm(y[keep])
+    assert _rel(m.predict(X), K @ c) < 10 * tol
+
+
+# ------------------------------------------------------ FALKON: atomic fit, dtypes
+@pytest.mark.parametrize("cls", [FalkonRegressor, FalkonClassifier])
+@pytest.mark.parametrize("bad", ["tol", "X", "y", "kernel"])
+def test_falkon_rejected_fit_leaves_the_model_as_it_was(cls, bad):
+    rng = np.random.RandomState(0)
+    X3, X5 = rng.rand(60, 3), rng.rand(60, 5)
+    y = rng.rand(60) > 0.5 if cls is FalkonClassifier else rng.rand(60)
+    model = cls(n_centers=20, random_state=0).fit(X3, y)
+    pred = model.predict(X3)
+    before = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in vars(model).items()}
+    params = model.get_params()
+
+    def failing(A, B):
+        raise RuntimeError("kernel failed midway")
+
+    args, err = (X5, y), ValueError
+    if bad == "tol":
+        model.set_params(tol=-1.0)
+    elif bad == "X":
+        args = (np.full((60, 5), np.inf), y)
+    elif bad == "y":
+        args = (X5, y[:7])
+    else:
+        model.set_params(kernel=failing)
+        err = RuntimeError
+    with pytest.raises(err):
+        model.fit(*args)
+    model.set_params(**params)
+    assert vars(model).keys() == before.keys()
+    for k, v in before.items():
+        if isinstance(v, np.ndarray):
+            np.testing.assert_array_equal(vars(model)[k], v)
+    np.testing.assert_array_equal(model.predict(X3), pred)
+    with pytest.raises(ValueError, match="features"):
+        model.predict(X5)
+
+
+def test_falkon_parameters_are_validated_before_the_data():
+    with pytest.raises(ValueError, match="tol must be"):
+        FalkonRegressor(tol=0).fit(np.full((5, 2), np.nan), np.ones(5))
+    with pytest.raises(ValueError, match="centers must be one of"):
+        FalkonClassifier(centers="kmeans").fit([[1.0]], [0])
+
+
+@pytest.mark.parametrize("dt", [">f8", "<f4", np.float16])
+def test_falkon_non_native_and_low_precision_inputs(dt):
+    X, y = _data(200)
+    Xd, yd, C = X.astype(dt), y.astype(dt), X[:40].astype(dt)
+    X64, y64, C64 = (np.asarray(a, np.float64) for a in (Xd, yd, C))
+    f = FalkonRegressor(alpha=1e-2, centers=C, gamma=GAMMA, tol=1e-10).fit(Xd, yd)
+    assert f.centers_.dtype == np.float64 and f.centers_.dtype.isnative
+    ref = _nystrom_predictions(X64, C64, y64, 1e-2)
+    assert _rel(f.predict(Xd), ref) < 1e-7
+
+
+# ----------------------------------- FALKON: float64 path refined, tiny and huge targets
+def test_falkon_float64_path_refines_where_cg_breaks_down():
+    # every point a center, a flat kernel: float64 CG (tol < 1e-6) broke down after ~180
+    # steps, 350x less accurate than the mixed tol=1e-6 solve, and blamed max_iter
+    rng = np.random.RandomState(0)
+    X, y = rng.uniform(size=(200, 3)), rng.randn(200)
+    kw = dict(alpha=1e-3, centers=X, gamma=0.1)
+    K = RBF(0.1)(X)
+    ref = K @ linalg.solve(K + 1e-3 * np.eye(200), y, assume_a="pos")
+    mixed = FalkonRegressor(tol=1e-6, **kw).fit(X, y)
+    # tol=1e-7 is just below the true residual float64 reaches here: the fit says so
+    with pytest.warns(ConvergenceWarning, match=r"broke down .*max_iter=500 not reached"):
+        f64 = FalkonRegressor(tol=1e-7, **kw).fit(X, y)
+    assert _rel(f64.predict(X), ref) < 1e-8
+    assert _rel(f64.predict(X), ref) <= 2 * _rel(mixed.predict(X), ref)
+
+
+@pytest.mark.parametrize("s", [1e-300, 1e300])
+@pytest.mark.parametrize("tol", [1e-5, 1e-8], ids=["mixed", "float64"])
+def test_falkon_targets_at_the_ends_of_float64(s, tol):
+    X, y = _data(300)
+    Y = np.column_stack([y, np.cos(X[:, 0])])
+    C = X[:60]
+    kw = dict(centers=C, gamma=GAMMA, tol=tol, max_iter=2000)
+    ref = _nystrom_predictions(X, C, Y, [1e-2, 1e-1][0])
+    f = FalkonRegressor(alpha=1e-2, **kw).fit(X, Y * s)
+    assert _rel(f.predict(X) / s, ref) < 1e-3
+    # one column tiny beside an ordinary one, each with its own alpha
+    f2 = FalkonRegressor(alpha=[1e-2, 1e-1], **kw).fit(X, Y * [1.0, s])
+    assert _rel(f2.predict(X)[:, 1] / s, _nystrom_predictions(X, C, Y[:, 1], 1e-1)) < 1e-3

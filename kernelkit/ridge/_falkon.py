@@ -438,7 +438,8 @@ class FalkonRegressor(MultiOutputMixin, RegressorMixin, _FalkonBase):
         self._check_params()
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=np.float64,
                              ensure_min_samples=2)
-        return self._fit_targets(X, y)
+        # validate_data keeps a float16 / float32 / byte-swapped y as given
+        return self._fit_targets(X, np.asarray(y, dtype=np.float64))
 
     def predict(self, X):
         """``k(X, centers_) @ dual_coef_``, computed blockwise.

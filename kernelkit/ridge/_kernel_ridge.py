@@ -340,7 +340,8 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=np.float64,
                              ensure_min_samples=2,
                              accept_sparse=_SPARSE if self._sparse_ok() else False)
-        return self._fit_targets(X, y, sample_weight)
+        # validate_data keeps a float16 / float32 / byte-swapped y as given
+        return self._fit_targets(X, np.asarray(y, dtype=np.float64), sample_weight)
 
     def predict(self, X, return_std=False, return_cov=False):
         """Predict ``k(X, X_fit_) @ dual_coef_``, optionally with GP uncertainty.
