@@ -370,8 +370,6 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
             Both ``return_std`` and ``return_cov``; ``kernel="precomputed"`` with
             either; a covariance larger than ``working_memory``.
         """
-        if (return_std is True or return_cov is True) and sp.issparse(X):
-            X = X.toarray()  # the GP moments take dense test rows (sparse X_fit_ is fine)
         return ridge_predict_moments(self, X, return_std, return_cov)
 
 
