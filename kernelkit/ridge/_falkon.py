@@ -322,10 +322,14 @@ _PARAMS_DOC = """
         most ``tol`` (for every target). From ``1e-6`` up, ``K_nM`` is held in float32 and
         CG runs on float32 products (and, from 8192 centers, float32 factors ``T``,
         ``A``: half their memory), refined by float64 residuals until the float64 rule
-        holds; below ``1e-6`` all is float64. Classification needs far less: on
+        holds; below ``1e-6`` all is float64 (a CG run that breaks down near its
+        rounding floor is refined from the true residual likewise). Classification
+        needs far less: on
         Fashion-MNIST the test accuracy settles by a relative residual of ~1e-2.
     max_iter : int >= 1 or None, default=None
-        CG iteration limit (None: 500); reaching it raises a ``ConvergenceWarning``.
+        CG iteration limit (None: 500); reaching it raises a ``ConvergenceWarning``,
+        as does a breakdown before it (rounding in an ill-conditioned system; the
+        warning says which).
     cache_size : float >= 0, default=4096
         MiB for holding ``K_nM``; when it does not fit, every CG step recomputes it in
         row blocks of ``working_memory`` (``O(n M d)`` time, ``O(M^2)`` memory).

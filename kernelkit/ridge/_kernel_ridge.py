@@ -235,7 +235,11 @@ _COMMON_DOC = """
         rounding is added to it, and where that could exceed ``tol`` (or float32 CG
         stalls) float64 products finish the solve; below ``1e-6``, float64 throughout.
     max_iter : int >= 1 or None, default=None
-        pcg: iteration limit (None: 500); reaching it raises a ``ConvergenceWarning``.
+        pcg: iteration limit (None: 500); reaching it raises a ``ConvergenceWarning``,
+        as does a breakdown before it (rounding in an ill-conditioned system; the
+        warning says which). With ``sample_weight`` the residual is that of
+        ``(K + alpha W^-1) c = y`` (rows of zero weight, whose coefficients are 0,
+        left out), whatever the weights' range.
     cache_size : float >= 0, default=4096
         pcg: MiB for holding the kernel matrix (float32 or float64, as ``tol``
         says); when ``n^2`` entries do not fit, every product recomputes it blockwise in
@@ -253,8 +257,10 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
     """Kernel ridge regression computed by kernelkit engines.
 
     Minimises ``||y - K c||^2_W + alpha c^T K c``: the dual coefficients solve
-    ``(K + alpha I) c = y`` (Cholesky in float64; minimum-norm eigen-solution with a
-    warning when singular). Same model as :class:`sklearn.kernel_ridge.KernelRidge`;
+    ``(K + alpha I) c = y`` (``(S K S + alpha I) S^-1 c = S y``, ``S = W^1/2``, with
+    sample weights; Cholesky in float64 on the unit-diagonal scaling of that matrix,
+    so weights of any range are solved exactly; the minimum-norm least-squares
+    solution, ``numpy.linalg.pinv``'s, with a warning when it is singular). Same model as :class:`sklearn.kernel_ridge.KernelRidge`;
     predictions are computed blockwise (``working_memory``), never forming the
     full test kernel matrix.
 
