@@ -1,5 +1,6 @@
-"""Kernel ridge with built-in model selection: exact leave-one-out, GCV or K-fold over
-``alphas`` and the kernel's own parameters, one eigendecomposition per kernel (and fold)."""
+"""Kernel ridge with built-in model selection: leave-one-out, GCV or K-fold over ``alphas``
+and the kernel's own parameters (a grid, or a bounded search over ``log(gamma)``), one
+decomposition per kernel (and fold): exact (``n x n``) or Nyström (``m x m``)."""
 
 import warnings
 from inspect import signature
@@ -18,9 +19,13 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from ..backend import resolve_backend
 from ..utils._state import atomic
 from ..utils._validation import check_bool, check_kernel_matrix
-from ._cv_grid import KernelGrid, check_param_grid, ridge_params
+from ._cv_grid import KernelGrid, _allowed_names, check_param_grid, ridge_params
+from ._cv_search import (check_gamma_search, check_solver, resolve_solver, search_log_gamma,
+                         select_centers)
+from ._falkon import FalkonClassifier, FalkonRegressor
 from ._kernel_ridge import _SPARSE, KernelRidge, KernelRidgeClassifier
 from ._loo import EigenRidge, loo_predictions, weighted
+from ._loo_nystrom import NystromRidge
 
 # One decade apart from near-interpolation to strong smoothing; see the ``alphas`` docstring.
 DEFAULT_ALPHAS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
@@ -109,6 +114,8 @@ class _KernelRidgeCVBase(BaseEstimator):
                            backend=self.backend)
 
     def _accept_sparse(self):
+        if self.solver == "nystrom":  # FALKON evaluates dense rows against its centers
+            return False
         return _SPARSE if self._template()._sparse_ok() else False
 
     def _check_params(self):
@@ -126,7 +133,16 @@ class _KernelRidgeCVBase(BaseEstimator):
         except (TypeError, ValueError) as exc:
             raise ValueError(f"scoring={self.scoring!r} is not usable: {exc}") from None
         candidates = check_param_grid(self.param_grid, self.kernel)
-        return alphas, mode, store, per_target, scorer, candidates
+        solver = check_solver(self.solver, self.n_centers)
+        if solver == "nystrom" and self._template()._precomputed():
+            raise ValueError("solver='nystrom' evaluates the kernel at centers drawn in fit: "
+                             "it cannot take kernel='precomputed' (use solver='exact').")
+        if solver == "nystrom" and mode not in ("loo", "gcv"):
+            raise ValueError("solver='nystrom' selects by leave-one-out (cv=None) or "
+                             "cv='gcv'; for K-fold cv use solver='exact'.")
+        log_bounds = check_gamma_search(self.gamma_search, self.kernel,
+                                        set().union(*candidates), _allowed_names(self.kernel))
+        return alphas, mode, store, per_target, scorer, candidates, solver, log_bounds
 
     def _validated_weights(self, sample_weight, X):
         if sample_weight is None:
@@ -147,10 +163,10 @@ class _KernelRidgeCVBase(BaseEstimator):
                              for j in range(pred.shape[1])])
         return scorer(given, pred[:, 0] if y_true.ndim == 1 else pred, y_true, **score_params)
 
-    def _loo_candidate(self, K, Y, scale, y_true, sw, sample_weight, alphas, mode, scorer,
-                       per_target, store, warn):
-        """Scores per alpha (``scoring=None``: in units of ``scale**2``) and stored values."""
-        ridge = EigenRidge(*weighted(K, Y, sw))
+    def _loo_candidate(self, ridge, K, Y, scale, y_true, sw, sample_weight, alphas, mode,
+                       scorer, per_target, store, warn):
+        """Scores per alpha (``scoring=None``: in units of ``scale**2``) and stored values
+        of one kernel's ``ridge`` (:class:`EigenRidge` or :class:`NystromRidge`)."""
         if warn:
             ridge.check_alphas(alphas, type(self).__name__)
         params = _weight_params(scorer, sample_weight)
@@ -187,7 +203,7 @@ class _KernelRidgeCVBase(BaseEstimator):
 
     def _search(self, X, Y, y_true, sample_weight, groups, y_split):
         """Scores of every (candidate, alpha); the selection; fitted attributes."""
-        alphas, mode, store, per_target, scorer, candidates = self._checked
+        alphas, mode, store, per_target, scorer, candidates, _, log_bounds = self._checked
         per_target = per_target and Y.shape[1] > 1
         sw = None if sample_weight is None else np.sqrt(sample_weight)
         # Targets in units of their largest magnitude: squared residuals of y ~ 1e-200 (or
@@ -205,17 +221,36 @@ class _KernelRidgeCVBase(BaseEstimator):
             splitter = check_cv(self.cv, y_split, classifier=is_classifier(self))
             folds = list(splitter.split(X, y_split, groups))
         grid = KernelGrid(X, self.backend_)
-        scores, values = [], []
-        for i, cand in enumerate(candidates):
-            K = X if precomputed else grid.matrix(ridge_params(self, cand))
-            if folds is None:
-                sc, vals = self._loo_candidate(K, Y, scale, y_true, sw, sample_weight, alphas,
-                                               mode, scorer, per_target, store, warn=i == 0)
-                values.append(vals)
+        nystrom = self.solver_ == "nystrom"
+        if nystrom:
+            self._centers = select_centers(self.n_centers, self.random_state, self.backend_, X)
+        tried, scores, values = [], [], []
+
+        def evaluate(cand):  # one kernel: every alpha from one decomposition
+            kw, warn = ridge_params(self, cand), not tried
+            if nystrom:
+                K, ridge = None, NystromRidge(*grid.cross(kw, self._centers[0]), Y)
             else:
-                sc = self._kfold_candidate(K, Y, scale, y_true, sw, folds, alphas, scorer,
-                                           per_target, warn=i == 0)
+                K = X if precomputed else grid.matrix(kw)
+            if folds is None:
+                ridge = ridge if nystrom else EigenRidge(*weighted(K, Y, sw))
+                sc, vals = self._loo_candidate(ridge, K, Y, scale, y_true, sw, sample_weight,
+                                               alphas, mode, scorer, per_target, store, warn)
+            else:
+                sc, vals = self._kfold_candidate(K, Y, scale, y_true, sw, folds, alphas,
+                                                 scorer, per_target, warn), None
+            tried.append(cand)
             scores.append(sc)
+            values.append(vals)
+            return np.asarray(sc, dtype=np.float64)
+
+        for cand in candidates:
+            if log_bounds is None:
+                evaluate(cand)
+            else:
+                search_log_gamma(lambda g, c=cand: evaluate({**c, "gamma": g}), log_bounds,
+                                 per_target)
+        candidates = tried
         S = np.asarray(scores, dtype=np.float64)  # (n_candidates, n_alphas[, n_targets])
         if np.all(np.isnan(S)):
             raise ValueError("every cross-validation score is NaN; check scoring and cv "
@@ -238,19 +273,49 @@ class _KernelRidgeCVBase(BaseEstimator):
         self.best_params_ = dict(candidates[ci])
         self.candidate_params_ = candidates
         self.scores_ = S
+        self.n_kernel_evaluations_ = len(candidates)
         if store:
             V = np.stack(values)
             if y_true.ndim == 1 and not is_classifier(self):
                 V = V[:, :, 0, :]  # (n_samples, n_alphas) per candidate, as RidgeCV
-            self.cv_results_ = V if self.param_grid is not None else V[0]
+            several = self.param_grid is not None or log_bounds is not None
+            self.cv_results_ = V if several else V[0]
         return ridge_params(self, candidates[ci])
 
-    def _prepare(self, X, y):
+    def _resolve_solver(self, X, sample_weight):
+        """``solver_``: "auto" is exact up to ``AUTO_NYSTROM_MIN_SAMPLES`` and where the
+        Nyström path does not apply (K-fold cv, sample weights, sparse or precomputed X)."""
+        mode, solver = self._checked[1], self._checked[6]
+        if solver == "nystrom" and sample_weight is not None:
+            raise ValueError("sample_weight is not supported with solver='nystrom' (its "
+                             "final fit, FALKON, is unweighted); use solver='exact'.")
+        ok = (mode in ("loo", "gcv") and sample_weight is None and not sp.issparse(X)
+              and not self._template()._precomputed())
+        self.solver_ = resolve_solver(solver, X.shape[0], ok)
+
+    def _refit(self, X, y, sw, kwargs):
+        """``best_estimator_``: exact kernel ridge, or FALKON on the search's centers."""
+        clf = is_classifier(self)
+        if self.solver_ == "nystrom":
+            C, idx = self._centers
+            self.centers_, self.center_indices_ = C, idx
+            cls = FalkonClassifier if clf else FalkonRegressor
+            return cls(alpha=self.alpha_, centers=C, random_state=self.random_state,
+                       backend=self.backend, **kwargs).fit(X, y)
+        for stale in ("centers_", "center_indices_"):  # from an earlier Nystrom fit
+            vars(self).pop(stale, None)
+        cls = KernelRidgeClassifier if clf else KernelRidge
+        return cls(alpha=self.alpha_, solver="cholesky", backend=self.backend,
+                   **kwargs).fit(X, y, sw)
+
+    def _prepare(self, X, y, sample_weight):
         self._checked = self._check_params()  # parameters before data
+        self._centers = None
         kw = {} if is_classifier(self) else {"multi_output": True, "y_numeric": True}
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2,
                              accept_sparse=self._accept_sparse(), **kw)
         self.backend_ = resolve_backend(self.backend, X)
+        self._resolve_solver(X, sample_weight)
         return X, y
 
     def _predict_input(self, X):
@@ -380,8 +445,9 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
     """
 
     def __init__(self, alphas=DEFAULT_ALPHAS, *, kernel="linear", gamma=None, degree=3,
-                 coef0=1, kernel_params=None, param_grid=None, cv=None, scoring=None,
-                 alpha_per_target=False, store_cv_results=False, backend=None):
+                 coef0=1, kernel_params=None, param_grid=None, gamma_search=None, cv=None,
+                 scoring=None, alpha_per_target=False, store_cv_results=False, solver="auto",
+                 n_centers="auto", random_state=None, backend=None):
         self.alphas = alphas
         self.kernel = kernel
         self.gamma = gamma
@@ -389,10 +455,14 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
         self.coef0 = coef0
         self.kernel_params = kernel_params
         self.param_grid = param_grid
+        self.gamma_search = gamma_search
         self.cv = cv
         self.scoring = scoring
         self.alpha_per_target = alpha_per_target
         self.store_cv_results = store_cv_results
+        self.solver = solver
+        self.n_centers = n_centers
+        self.random_state = random_state
         self.backend = backend
 
     @atomic
@@ -414,13 +484,12 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
         self : object
         """
         self._classes = None
-        X, y = self._prepare(X, y)
+        X, y = self._prepare(X, y, sample_weight)
         sw = self._validated_weights(sample_weight, X)
         Y = y.reshape(-1, 1) if y.ndim == 1 else y
         kwargs = self._search(X, Y, y, sw, groups, y)
-        self.best_estimator_ = KernelRidge(alpha=self.alpha_, solver="cholesky",
-                                           backend=self.backend, **kwargs).fit(X, y, sw)
-        del self._checked, self._classes
+        self.best_estimator_ = self._refit(X, y, sw, kwargs)
+        del self._checked, self._classes, self._centers
         return self
 
     def predict(self, X, return_std=False, return_cov=False):
@@ -437,6 +506,12 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
         y_pred : ndarray of shape (n_samples,) or (n_samples, n_targets)
         """
         X = self._predict_input(X)
+        if not (return_std or return_cov):
+            return self.best_estimator_.predict(X)
+        if self.solver_ == "nystrom":
+            raise ValueError("return_std and return_cov need solver='exact' (the Gaussian-"
+                             "process moments of exact kernel ridge); this model was "
+                             "selected and fitted by the Nystrom path.")
         return self.best_estimator_.predict(X, return_std=return_std, return_cov=return_cov)
 
 
@@ -485,8 +560,9 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
     """
 
     def __init__(self, alphas=DEFAULT_ALPHAS, *, kernel="linear", gamma=None, degree=3,
-                 coef0=1, kernel_params=None, param_grid=None, cv=None, scoring=None,
-                 store_cv_results=False, backend=None):
+                 coef0=1, kernel_params=None, param_grid=None, gamma_search=None, cv=None,
+                 scoring=None, store_cv_results=False, solver="auto", n_centers="auto",
+                 random_state=None, backend=None):
         self.alphas = alphas
         self.kernel = kernel
         self.gamma = gamma
@@ -494,9 +570,13 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
         self.coef0 = coef0
         self.kernel_params = kernel_params
         self.param_grid = param_grid
+        self.gamma_search = gamma_search
         self.cv = cv
         self.scoring = scoring
         self.store_cv_results = store_cv_results
+        self.solver = solver
+        self.n_centers = n_centers
+        self.random_state = random_state
         self.backend = backend
 
     @atomic
@@ -515,7 +595,7 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
         -------
         self : object
         """
-        X, y = self._prepare(X, y)
+        X, y = self._prepare(X, y, sample_weight)
         check_classification_targets(y)
         if np.unique(y).shape[0] < 2:
             raise ValueError("The number of classes has to be greater than one; got 1 class "
@@ -526,9 +606,8 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
         self._classes = binarizer.classes_
         kwargs = self._search(X, Y, y, sw, groups, y)
         self.classes_ = binarizer.classes_
-        self.best_estimator_ = KernelRidgeClassifier(
-            alpha=self.alpha_, solver="cholesky", backend=self.backend, **kwargs).fit(X, y, sw)
-        del self._checked, self._classes
+        self.best_estimator_ = self._refit(X, y, sw, kwargs)
+        del self._checked, self._classes, self._centers
         return self
 
     def decision_function(self, X):

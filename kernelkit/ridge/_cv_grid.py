@@ -134,3 +134,16 @@ class KernelGrid:
             code = STATIONARY_CODES[(spec.name, None if kind is RBF else spec.params[1])]
             return stationary_from_sqdist(np, code, self._distances("sqeuclidean"), gamma)
         return KernelOperator(kernel, X.shape[1], self.backend).block_host(X)
+
+    def operator(self, kwargs):
+        """The :class:`KernelOperator` of ``KernelRidge`` keyword arguments ``kwargs``."""
+        kernel = make_kernel(kwargs["kernel"], kwargs["gamma"], kwargs["degree"],
+                             kwargs["coef0"], kwargs["kernel_params"])
+        return KernelOperator(kernel, self.X.shape[1], self.backend)
+
+    def cross(self, kwargs, Z):
+        """``(cross, K_ZZ)``: ``cross(r0, r1)`` is ``k(X[r0:r1], Z)`` on the engine (as
+        FALKON evaluates it), ``K_ZZ = k(Z, Z)``, both host float64."""
+        op = self.operator(kwargs)
+        X = self.X
+        return (lambda r0, r1: op.block_host(X[r0:r1], Z)), op.block_host(Z)
