@@ -515,11 +515,11 @@ def test_falkon_float64_path_refines_where_cg_breaks_down():
 @pytest.mark.parametrize("s", [1e-300, 1e300])
 @pytest.mark.parametrize("tol", [1e-5, 1e-8], ids=["mixed", "float64"])
 def test_falkon_targets_at_the_ends_of_float64(s, tol):
-    X, y = _data(300)
+    X, y = _data(200)
     Y = np.column_stack([y, np.cos(X[:, 0])])
-    C = X[:60]
+    C = X[:40]
     kw = dict(centers=C, gamma=GAMMA, tol=tol, max_iter=2000)
-    ref = _nystrom_predictions(X, C, Y, [1e-2, 1e-1][0])
+    ref = _nystrom_predictions(X, C, Y, 1e-2)
     f = FalkonRegressor(alpha=1e-2, **kw).fit(X, Y * s)
     assert _rel(f.predict(X) / s, ref) < 1e-3
     # one column tiny beside an ordinary one, each with its own alpha
