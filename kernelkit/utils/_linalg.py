@@ -16,8 +16,8 @@ def solve_ridge(K, Y, alpha):
     very different scale, e.g. large sample weights, cost no accuracy); when it fails
     or succeeds on a numerically singular matrix (reciprocal condition estimate of the
     equilibrated matrix below ``n * eps``; e.g. ``alpha = 0`` with duplicate points)
-    the minimum-norm least-squares solution ``pinv(K + alpha I) @ Y`` (``numpy.linalg.pinv``'s
-    cutoff) is computed from the eigendecomposition of ``K`` instead, with a
+    the minimum-norm least-squares solution ``pinv(K + alpha I) @ Y`` (the cutoff of
+    ``numpy.linalg.pinv``) is computed from the eigendecomposition of ``K`` instead, with a
     :class:`scipy.linalg.LinAlgWarning`.
 
     Parameters
@@ -80,9 +80,9 @@ def _solve_ridge(K, Y, alpha):
 def _min_norm_solve(K, Y, alphas):
     """``pinv(K + alpha I) @ Y`` per column from one eigendecomposition of ``K``.
 
-    The cutoff is that of ``numpy.linalg.pinv(A, rtol=None)`` (``n eps`` times the largest ``|w + alpha|``,
-    relative at every scale of ``K``), so that the result is the minimum-norm
-    least-squares solution that the warning announces.
+    The cutoff is that of ``numpy.linalg.pinv(A, rtol=None)``: ``n eps`` times the
+    largest ``|w + alpha|``, relative at every scale of ``K``, so that the result is the
+    minimum-norm least-squares solution that the warning announces.
     """
     n = K.shape[0]
     w, V = linalg.eigh(K, check_finite=False)
