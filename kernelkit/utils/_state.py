@@ -10,6 +10,8 @@ is restored to the snapshot taken on entry.
 import copy
 import functools
 
+from ._threads import owned_blas
+
 
 def atomic(method=None, *, deep=False):
     """Decorate a method that mutates ``self`` so that an exception rolls ``self`` back.
@@ -34,7 +36,8 @@ def atomic(method=None, *, deep=False):
             saved = {k: (copy.deepcopy(v) if k.startswith("_") or k.endswith("_") else v)
                      for k, v in saved.items()}
         try:
-            return method(self, *args, **kwargs)
+            with owned_blas():  # the call owns its BLAS thread count (utils._threads)
+                return method(self, *args, **kwargs)
         except BaseException:
             state = vars(self)
             state.clear()

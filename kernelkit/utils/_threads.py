@@ -5,10 +5,6 @@ import threading
 from contextlib import contextmanager
 from functools import lru_cache
 
-_lock = threading.Lock()
-_state = {"depth": 0, "limiter": None}
-
-
 @lru_cache(maxsize=1)
 def _controller():
     from threadpoolctl import ThreadpoolController
@@ -16,27 +12,122 @@ def _controller():
     return ThreadpoolController()  # inspecting the loaded libraries costs ms: do it once
 
 
+# BLAS's thread count is one process-wide setting, so concurrent callers (two fits in
+# threads) cannot each have their own. It is therefore owned: a thread's outermost region
+# sets it and holds a share; other threads' regions join only when they ask for the same
+# single-thread limit, and a multi-thread region (a large factorization using every core)
+# runs alone. Every BLAS call of a region thus runs under the count its own call asked for
+# (results never depend on another caller: OpenBLAS's LAPACK blocks differently per thread
+# count) and concurrent factorizations do not oversubscribe the cores. The setting in force
+# before the first region is restored when the last share is released.
+_cond = threading.Condition()
+_state = {"limit": None, "holders": 0, "limiter": None, "waiting_wide": 0, "outside": 1}
+_local = threading.local()  # .limit: the region this thread runs under (None: none)
+
+
+def _admissible(limit):
+    if _state["holders"] == 0:
+        return True
+    # a single-thread region joins single-thread holders unless a wide one is waiting
+    return limit == 1 and _state["limit"] == 1 and _state["waiting_wide"] == 0
+
+
+def _acquire(limit):
+    with _cond:
+        wide = limit > 1
+        _state["waiting_wide"] += wide
+        try:
+            while not _admissible(limit):
+                _cond.wait()
+        finally:
+            _state["waiting_wide"] -= wide
+        if _state["holders"] == 0:
+            _state["outside"] = _blas_count()
+            _state["limiter"] = _controller().limit(limits=limit, user_api="blas")
+            _state["limit"] = limit
+        _state["holders"] += 1
+
+
+def _release():
+    with _cond:
+        _state["holders"] -= 1
+        if _state["holders"] == 0:
+            _state["limiter"].restore_original_limits()
+            _state["limiter"] = _state["limit"] = None
+        _cond.notify_all()
+
+
+@contextmanager
+def _blas_region(limit):
+    """Run the block with BLAS on ``limit`` threads, owned as described above.
+
+    Nested in this thread's own region: a limit at least the outer one's keeps the
+    outer one (kernelkit's workers may be running on one thread each); a lower one
+    hands the outer share back, takes its own and takes the outer one again after
+    (never waiting while holding a share, so no two threads can wait on each other).
+    """
+    outer = getattr(_local, "limit", None)
+    if outer is not None and outer <= limit:
+        yield
+        return
+    if outer is not None:
+        _release()
+    _acquire(limit)
+    _local.limit = limit
+    try:
+        yield
+    finally:
+        _release()
+        _local.limit = outer
+        if outer is not None:
+            _acquire(outer)
+
+
+def _outside_limit():
+    """The BLAS thread count in force outside kernelkit's regions."""
+    with _cond:
+        if _state["holders"]:
+            return _state["outside"]
+        return _blas_count()
+
+
+def _blas_count():
+    counts = [lib.num_threads for lib in _controller().lib_controllers if lib.user_api == "blas"]
+    return max(counts, default=1)
+
+
+@contextmanager
+def owned_blas():
+    """A top-level call's region (every ``fit`` through :func:`~kernelkit.utils._state.atomic`).
+
+    Its BLAS calls outside any narrower region run under the count in force outside
+    kernelkit, owned like any region: a concurrent caller's single-thread region cannot
+    lower it under this call's feet (which changed FALKON's predictions by ~1e-8).
+    Nested (a fit inside a fit, or inside another region) it changes nothing.
+    """
+    if blas_limit() is not None:
+        yield
+        return
+    with _blas_region(_outside_limit()):
+        yield
+
+
+def blas_limit():
+    """The BLAS thread count this thread's kernelkit region runs under (None outside one)."""
+    return getattr(_local, "limit", None)
+
+
 @contextmanager
 def single_blas_thread():
     """Run the block with BLAS limited to one thread.
 
     Used where kernelkit parallelises itself, and for small dense solves where two
-    OpenBLAS threads gain little and stall badly whenever a core is busy. The limit is
-    process-wide (as BLAS's own setting is), so concurrent callers share one limit:
-    the first to enter sets it and the last to leave restores the original.
+    OpenBLAS threads gain little and stall badly whenever a core is busy. Concurrent
+    callers' single-thread regions run together; a region asking for more threads
+    (:func:`blas_threads_for`) waits for them, and they for it.
     """
-    with _lock:
-        if _state["depth"] == 0:
-            _state["limiter"] = _controller().limit(limits=1, user_api="blas")
-        _state["depth"] += 1
-    try:
+    with _blas_region(1):
         yield
-    finally:
-        with _lock:
-            _state["depth"] -= 1
-            if _state["depth"] == 0:
-                _state["limiter"].restore_original_limits()
-                _state["limiter"] = None
 
 
 # Below this order a dense eigen/solve/product runs on one BLAS thread: a second
@@ -53,25 +144,15 @@ def blas_threads_for(n):
     One thread (:func:`single_blas_thread`) when ``n < SMALL_PROBLEM``; else at most
     ``min(cores, 8)``: OpenBLAS with one thread per core of a large machine and a
     large matrix has crashed (memory regions exhausted) when kernelkit's own worker
-    pool was alive, and gains nothing past a few threads on these sizes. Inside a
-    :func:`single_blas_thread` block (kernelkit's workers running) the single-thread
-    limit stays in force.
+    pool was alive, and gains nothing past a few threads on these sizes. Inside this
+    thread's :func:`single_blas_thread` block (kernelkit's workers running) the
+    single-thread limit stays in force. A multi-thread region runs alone: a concurrent
+    caller's regions wait for it (no oversubscription, and its results do not depend on
+    what runs beside it).
     """
-    if n < SMALL_PROBLEM:
-        with single_blas_thread():
-            yield
-        return
-    with _lock:
-        nested = _state["depth"] > 0
-    if nested:
+    limit = 1 if n < SMALL_PROBLEM else max(1, min(_MAX_THREADS, n_workers()))
+    with _blas_region(limit):
         yield
-        return
-    limit = max(1, min(_MAX_THREADS, os.cpu_count() or 1))
-    limiter = _controller().limit(limits=limit, user_api="blas")
-    try:
-        yield
-    finally:
-        limiter.restore_original_limits()
 
 
 _POOL = {}
@@ -110,6 +191,14 @@ def map_row_blocks(job, n, rows):
         from concurrent.futures import ThreadPoolExecutor
 
         _POOL["pool"] = ThreadPoolExecutor(n_workers(), thread_name_prefix=_POOL_NAME)
+
+    def run(r0, r1):  # a worker runs under its submitter's single-thread region
+        _local.limit = 1
+        try:
+            job(r0, r1)
+        finally:
+            _local.limit = None
+
     with single_blas_thread():
-        for f in [_POOL["pool"].submit(job, r0, min(n, r0 + rows)) for r0 in starts]:
+        for f in [_POOL["pool"].submit(run, r0, min(n, r0 + rows)) for r0 in starts]:
             f.result()
