@@ -19,7 +19,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from kernelkit import KernelRidge, KernelRidgeClassifier, KernelRidgeClassifierCV, KernelRidgeCV
 from kernelkit.kernels import NTK, Matern
-from kernelkit.ridge import _cv_grid, _loo
+from kernelkit.ridge import FalkonClassifier, FalkonRegressor, _cv_grid, _loo
 
 ALPHAS = (1e-3, 1e-2, 1e-1, 1.0)
 
@@ -352,6 +352,138 @@ def test_round_off_alphas_warn():
         KernelRidgeCV((1e-18, 1.0), kernel="rbf").fit(X, y)
 
 
+# -------------------------------------------------------------- Nystrom (FALKON) path
+def _nystrom_refit(Knm, Kmm, y, alpha):
+    """The Nystrom estimator's coefficients by a dense solve (minimum norm)."""
+    return np.linalg.lstsq(Knm.T @ Knm + alpha * Kmm, Knm.T @ y, rcond=None)[0]
+
+
+@pytest.mark.parametrize("targets", [None, 2])
+def test_nystrom_loo_equals_explicit_refits_on_the_same_centers(targets):
+    X, y = _data(n=40, targets=targets)
+    cv = KernelRidgeCV(ALPHAS, kernel="rbf", gamma=0.4, solver="nystrom", n_centers=15,
+                       random_state=0, scoring="neg_mean_squared_error",
+                       store_cv_results=True).fit(X, y)
+    Z = cv.centers_
+    assert_array_equal(Z, X[cv.center_indices_])
+    Knm, Kmm = rbf_kernel(X, Z, gamma=0.4), rbf_kernel(Z, gamma=0.4)
+    for j, alpha in enumerate(ALPHAS):
+        loo = []
+        for i in range(len(X)):  # the refit without point i, centers unchanged
+            keep = np.arange(len(X)) != i
+            loo.append(Knm[i] @ _nystrom_refit(Knm[keep], Kmm, y[keep], alpha))
+        assert_allclose(cv.cv_results_[..., j], np.asarray(loo), rtol=0, atol=1e-8)
+
+
+def test_nystrom_gcv_equals_its_closed_form_with_duplicate_centers():
+    X, y = _data(n=40)
+    X[5], X[6] = X[0], X[1]  # rank-deficient K_mm once these rows are centers
+    cv = KernelRidgeCV(ALPHAS, kernel="rbf", gamma=0.4, solver="nystrom", n_centers=40,
+                       cv="gcv", random_state=0).fit(X, y)
+    Knm = rbf_kernel(X, X[cv.center_indices_], gamma=0.4)
+    Kmm = Knm[cv.center_indices_]
+    n = len(y)
+    for j, alpha in enumerate(ALPHAS):
+        H = Knm @ np.linalg.pinv(Knm.T @ Knm + alpha * Kmm, hermitian=True) @ Knm.T
+        gcv = n * np.sum((y - H @ y) ** 2) / (n - np.trace(H)) ** 2
+        assert_allclose(-cv.scores_[0, j], gcv, rtol=1e-8)
+
+
+@pytest.mark.parametrize("cv", [None, "gcv"])
+def test_nystrom_with_every_point_a_center_is_the_exact_path(cv):
+    X, y = _data(n=30, targets=2)
+    grid = {"gamma": [0.2, 1.0]}
+    exact = KernelRidgeCV(ALPHAS, kernel="rbf", param_grid=grid, cv=cv,
+                          store_cv_results=True).fit(X, y)
+    nys = KernelRidgeCV(ALPHAS, kernel="rbf", param_grid=grid, cv=cv, solver="nystrom",
+                        n_centers=30, store_cv_results=True).fit(X, y)
+    assert exact.solver_ == "exact" and nys.solver_ == "nystrom"
+    assert_allclose(nys.cv_results_, exact.cv_results_, rtol=1e-7, atol=1e-12)
+    assert_allclose(nys.scores_, exact.scores_, rtol=1e-8)
+    assert (nys.alpha_, nys.best_params_) == (exact.alpha_, exact.best_params_)
+
+
+def test_nystrom_selection_is_refitted_by_falkon_on_the_same_centers():
+    X, y = _data(n=120, targets=2)
+    cv = KernelRidgeCV(ALPHAS, kernel="rbf", param_grid={"gamma": [0.1, 0.5]},
+                       solver="nystrom", n_centers=25, random_state=3).fit(X, y)
+    est = cv.best_estimator_
+    assert isinstance(est, FalkonRegressor)
+    assert_array_equal(est.centers_, cv.centers_)
+    assert (est.alpha, est.gamma) == (cv.alpha_, cv.best_params_["gamma"])
+    # the estimator the search scored, by a dense solve: FALKON reaches it to its tol
+    Knm = rbf_kernel(X, cv.centers_, gamma=est.gamma)
+    b = _nystrom_refit(Knm, Knm[cv.center_indices_], y, cv.alpha_)
+    X_new = _data(n=50, seed=7)[0]
+    ref = rbf_kernel(X_new, cv.centers_, gamma=est.gamma) @ b
+    assert_allclose(cv.predict(X_new), ref, atol=1e-4 * np.abs(ref).max())
+    # the same draw of centers as FALKON itself makes with that random_state
+    own = FalkonRegressor(alpha=cv.alpha_, gamma=est.gamma, n_centers=25, random_state=3)
+    assert_array_equal(own.fit(X, y).center_indices_, cv.center_indices_)
+
+
+def test_nystrom_classifier_selection_and_falkon_refit():
+    X, y = _data(n=90)
+    labels = np.digitize(y, [-0.5, 0.5])
+    cv = KernelRidgeClassifierCV(ALPHAS, kernel="rbf", gamma=0.5, solver="nystrom",
+                                 n_centers=20, random_state=0, scoring="accuracy",
+                                 store_cv_results=True).fit(X, labels)
+    assert isinstance(cv.best_estimator_, FalkonClassifier)
+    Y = np.where(labels[:, None] == np.arange(3), 1.0, -1.0)
+    Knm = rbf_kernel(X, cv.centers_, gamma=0.5)
+    Kmm = Knm[cv.center_indices_]
+    keep = np.arange(len(X)) != 4
+    loo = Knm[4] @ _nystrom_refit(Knm[keep], Kmm, Y[keep], ALPHAS[1])
+    assert_allclose(cv.cv_results_[4, :, 1], loo, atol=1e-8)
+    assert_array_equal(cv.predict(X), cv.best_estimator_.predict(X))
+
+
+def test_auto_solver_is_exact_up_to_the_crossover(monkeypatch):
+    from kernelkit.ridge import _cv_search
+
+    X, y = _data(n=40)
+    assert KernelRidgeCV(ALPHAS, kernel="rbf").fit(X, y).solver_ == "exact"
+    monkeypatch.setattr(_cv_search, "AUTO_NYSTROM_MIN_SAMPLES", 30)
+    big = KernelRidgeCV(ALPHAS, kernel="rbf", n_centers=40, random_state=0).fit(X, y)
+    exact = KernelRidgeCV(ALPHAS, kernel="rbf", solver="exact").fit(X, y)
+    assert big.solver_ == "nystrom"
+    assert_allclose(big.scores_, exact.scores_, rtol=1e-8)
+    for kw in ({"cv": 3}, {"sample_weight": _weights(40)}):  # where Nystrom does not apply
+        fit = {"sample_weight": kw.pop("sample_weight")} if "sample_weight" in kw else {}
+        assert KernelRidgeCV(ALPHAS, kernel="rbf", **kw).fit(X, y, **fit).solver_ == "exact"
+
+
+# ------------------------------------------------------------------- log(gamma) search
+@pytest.mark.parametrize("solver, cv", [("exact", None), ("nystrom", "gcv")])
+def test_gamma_search_lands_within_a_fine_grids_resolution(solver, cv):
+    X, y = _data(n=60)
+    # alphas fine enough that the best score over them is one smooth curve in gamma
+    # (over decades of alpha it has a kink, and a local optimum, at each switch)
+    alphas = np.geomspace(1e-4, 10.0, 21)
+    kw = dict(kernel="rbf", cv=cv, solver=solver, n_centers=30, random_state=0)
+    grid = np.geomspace(0.01, 10.0, 31)
+    step = np.log(grid[1] / grid[0])
+    fine = KernelRidgeCV(alphas, param_grid={"gamma": grid}, **kw).fit(X, y)
+    found = KernelRidgeCV(alphas, gamma_search=(0.01, 10.0), **kw).fit(X, y)
+    g_fine, g = fine.best_params_["gamma"], found.best_params_["gamma"]
+    assert abs(np.log(g / g_fine)) <= step
+    assert found.best_score_ >= fine.best_score_ - 1e-3 * abs(fine.best_score_)
+    assert found.n_kernel_evaluations_ == len(found.candidate_params_) < len(grid)
+    # every evaluated gamma is scored as the grid scores it
+    again = KernelRidgeCV(alphas, param_grid={"gamma": [c["gamma"] for c in
+                                                        found.candidate_params_]}, **kw)
+    assert_allclose(again.fit(X, y).scores_, found.scores_, rtol=1e-10)
+
+
+def test_gamma_search_with_a_grid_over_other_parameters():
+    X, y = _data(n=40)
+    cv = KernelRidgeCV(ALPHAS, kernel="matern", param_grid={"nu": [0.5, 2.5]},
+                       gamma_search=(0.05, 5.0)).fit(X, y)
+    nus = {c["nu"] for c in cv.candidate_params_}
+    assert nus == {0.5, 2.5} and set(cv.best_params_) == {"nu", "gamma"}
+    assert cv.best_score_ == cv.scores_.max()
+
+
 # ---------------------------------------------------------------------------- bad input
 @pytest.mark.parametrize("params, match", [
     ({"alphas": []}, "alphas"),
@@ -371,6 +503,19 @@ def test_round_off_alphas_warn():
     ({"cv": 1}, "cv"),
     ({"cv": 3, "store_cv_results": True}, "store_cv_results"),
     ({"scoring": "not_a_scorer"}, "scoring"),
+    ({"solver": "eigen"}, "solver"),
+    ({"solver": "nystrom", "n_centers": 0}, "n_centers"),
+    ({"solver": "nystrom", "n_centers": 31}, "n_centers"),
+    ({"solver": "nystrom", "n_centers": 2.5}, "n_centers"),
+    ({"solver": "nystrom", "cv": 3}, "solver='nystrom'"),
+    ({"solver": "nystrom", "kernel": "precomputed"}, "precomputed"),
+    ({"gamma_search": (1.0, 0.1)}, "gamma_search"),
+    ({"gamma_search": (0.0, 1.0)}, "gamma_search"),
+    ({"gamma_search": (0.1, np.inf)}, "gamma_search"),
+    ({"gamma_search": (0.1,)}, "gamma_search"),
+    ({"gamma_search": "wide"}, "gamma_search"),
+    ({"gamma_search": (0.1, 1.0), "kernel": "linear"}, "gamma_search"),
+    ({"gamma_search": (0.1, 1.0), "param_grid": {"gamma": [1.0]}}, "gamma_search"),
     ({"kernel": "rbf", "param_grid": {"gamma": [-1.0]}}, "gamma"),
 ])
 def test_bad_parameters_raise_and_leave_the_model_unchanged(params, match):
@@ -389,10 +534,15 @@ def test_bad_parameters_raise_and_leave_the_model_unchanged(params, match):
 def test_parameters_are_checked_before_data():
     with pytest.raises(ValueError, match="alphas"):
         KernelRidgeCV(alphas=[]).fit([[np.nan]], [1.0])
+    for params in ({"solver": "eigen"}, {"n_centers": -1}, {"gamma_search": (2, 1)}):
+        with pytest.raises(ValueError, match=next(iter(params))):
+            KernelRidgeCV(kernel="rbf", **params).fit([[np.nan]], [1.0])
 
 
 def test_bad_sample_weight_and_labels():
     X, y = _data()
+    with pytest.raises(ValueError, match="sample_weight"):
+        KernelRidgeCV(ALPHAS, solver="nystrom").fit(X, y, sample_weight=np.ones(len(y)))
     with pytest.raises(ValueError, match="[Ss]ample weight"):
         KernelRidgeCV(ALPHAS).fit(X, y, sample_weight=np.zeros(len(y)))
     with pytest.raises(ValueError, match="sample_weight"):
@@ -412,9 +562,29 @@ def test_inputs_are_not_modified():
         assert_array_equal(a, b)
 
 
+_SAMPLE_WEIGHT_CHECKS = ("check_sample_weights_pandas_series", "check_sample_weights_list",
+                         "check_sample_weights_not_an_array", "check_sample_weights_shape",
+                         "check_sample_weights_not_overwritten", "check_sample_weight_equivalence",
+                         "check_sample_weight_equivalence_on_dense_data",
+                         "check_sample_weight_equivalence_on_sparse_data",
+                         "check_sample_weights_invariance",
+                         "check_classifiers_one_label_sample_weights")
+
+
+def _expected_failures(est):
+    if est.solver != "nystrom":
+        return {}
+    why = "solver='nystrom' rejects sample_weight: its final fit, FALKON, is unweighted"
+    return {name: why for name in _SAMPLE_WEIGHT_CHECKS}
+
+
 @parametrize_with_checks([KernelRidgeCV(), KernelRidgeClassifierCV(),
+                          KernelRidgeCV(kernel="rbf", solver="nystrom", random_state=0),
+                          KernelRidgeClassifierCV(kernel="rbf", gamma_search=(0.1, 10.0),
+                                                  solver="nystrom", random_state=0),
                           KernelRidgeCV(kernel="rbf", param_grid={"gamma": [0.1, 1.0]}, cv=3),
-                          KernelRidgeClassifierCV(kernel="rbf", cv="gcv")])
+                          KernelRidgeClassifierCV(kernel="rbf", cv="gcv")],
+                         expected_failed_checks=_expected_failures)
 def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)

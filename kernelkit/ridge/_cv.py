@@ -2,10 +2,6 @@
 and the kernel's own parameters (a grid, or a bounded search over ``log(gamma)``), one
 decomposition per kernel (and fold): exact (``n x n``) or Nyström (``m x m``)."""
 
-import warnings
-from inspect import signature
-from numbers import Integral
-
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import (BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin,
@@ -20,7 +16,10 @@ from ..backend import resolve_backend
 from ..utils._state import atomic
 from ..utils._validation import check_bool, check_kernel_matrix
 from ._cv_grid import KernelGrid, _allowed_names, check_param_grid, ridge_params
-from ._cv_search import (check_gamma_search, check_solver, resolve_solver, search_log_gamma,
+from ._cv_scoring import (GivenClassifier, GivenRegressor, check_alphas, check_cv_param,
+                          weight_params)
+from ._cv_search import (AUTO_NYSTROM_MIN_SAMPLES, GAMMA_COARSE, GAMMA_XATOL,
+                         check_gamma_search, check_solver, resolve_solver, search_log_gamma,
                          select_centers)
 from ._falkon import FalkonClassifier, FalkonRegressor
 from ._kernel_ridge import _SPARSE, KernelRidge, KernelRidgeClassifier
@@ -29,80 +28,6 @@ from ._loo_nystrom import NystromRidge
 
 # One decade apart from near-interpolation to strong smoothing; see the ``alphas`` docstring.
 DEFAULT_ALPHAS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
-
-
-def _check_alphas(alphas):
-    a = np.asarray(alphas) if not np.isscalar(alphas) else np.asarray([alphas])
-    if a.dtype.kind not in "iuf" or a.ndim != 1 or a.size == 0:
-        raise ValueError(f"alphas must be a non-empty 1-D sequence of numbers > 0, got "
-                         f"{alphas!r}.")
-    a = a.astype(np.float64)
-    if not np.all(np.isfinite(a)) or np.any(a <= 0):
-        raise ValueError(f"alphas must be finite and > 0 (leave-one-out and GCV need a "
-                         f"positive ridge penalty), got {alphas!r}.")
-    return a
-
-
-def _check_cv_param(cv):
-    """``"loo"``, ``"gcv"`` or the cv object for :func:`~sklearn.model_selection.check_cv`."""
-    if cv is None:
-        return "loo"
-    if isinstance(cv, str):
-        if cv == "gcv":
-            return "gcv"
-        raise ValueError(f"cv must be None (exact leave-one-out), 'gcv', an int >= 2, a "
-                         f"splitter or an iterable of (train, test) splits; got {cv!r}.")
-    if isinstance(cv, bool) or (isinstance(cv, Integral) and cv < 2):
-        raise ValueError(f"cv as an int is the number of folds and must be >= 2, got {cv!r}.")
-    if not (isinstance(cv, Integral) or hasattr(cv, "split") or hasattr(cv, "__iter__")):
-        raise ValueError(f"cv must be None, 'gcv', an int, a splitter or an iterable of "
-                         f"(train, test) splits; got {cv!r}.")
-    return cv
-
-
-def _weight_params(scorer, sample_weight):
-    """Scorer keyword arguments: the weights of the scored points, where the scorer takes
-    them (as ``GridSearchCV`` forwards ``sample_weight``); a warning where it does not."""
-    if sample_weight is None or scorer is None:
-        return {}
-    accept = getattr(scorer, "_accept_sample_weight", None)
-    if accept() if accept is not None else "sample_weight" in signature(scorer).parameters:
-        return {"sample_weight": sample_weight}
-    warnings.warn(f"the scoring {scorer} does not take sample_weight: the validation scores "
-                  "are unweighted.", UserWarning, stacklevel=4)
-    return {}
-
-
-class _GivenRegressor(RegressorMixin, BaseEstimator):
-    """A fitted-model stand-in whose ``predict(P)`` is ``P``, so that any scorer can score
-    out-of-sample predictions computed by the algebra (as scikit-learn's ``RidgeCV``)."""
-
-    def fit(self, X, y=None):
-        return self
-
-    def predict(self, X):
-        return X
-
-
-class _GivenClassifier(ClassifierMixin, BaseEstimator):
-    """As :class:`_GivenRegressor` for one-vs-all decision values."""
-
-    def __init__(self, classes=None):
-        self.classes = classes
-
-    @property
-    def classes_(self):
-        return self.classes
-
-    def fit(self, X, y=None):
-        return self
-
-    def decision_function(self, X):
-        return X
-
-    def predict(self, X):
-        idx = (X > 0).astype(int) if X.ndim == 1 else X.argmax(axis=1)
-        return self.classes[idx]
 
 
 class _KernelRidgeCVBase(BaseEstimator):
@@ -119,15 +44,15 @@ class _KernelRidgeCVBase(BaseEstimator):
         return _SPARSE if self._template()._sparse_ok() else False
 
     def _check_params(self):
-        alphas = _check_alphas(self.alphas)
-        mode = _check_cv_param(self.cv)
+        alphas = check_alphas(self.alphas)
+        mode = check_cv_param(self.cv)
         store = check_bool(self.store_cv_results, "store_cv_results")
         per_target = check_bool(getattr(self, "alpha_per_target", False), "alpha_per_target")
         if store and mode not in ("loo", "gcv"):
             raise ValueError("store_cv_results=True needs cv=None or cv='gcv' (the values "
                              "stored are one per training point); with K-fold cv pass "
                              "store_cv_results=False.")
-        given = _GivenClassifier() if is_classifier(self) else _GivenRegressor()
+        given = GivenClassifier() if is_classifier(self) else GivenRegressor()
         try:
             scorer = None if self.scoring is None else check_scoring(given, self.scoring)
         except (TypeError, ValueError) as exc:
@@ -145,19 +70,21 @@ class _KernelRidgeCVBase(BaseEstimator):
         return alphas, mode, store, per_target, scorer, candidates, solver, log_bounds
 
     def _validated_weights(self, sample_weight, X):
-        if sample_weight is None:
-            return None
-        # scikit-learn's check: finite, non-negative, not all zero, one per sample
-        return _check_sample_weight(sample_weight, X, dtype=np.float64,
-                                    ensure_non_negative=True)
+        """Checked weights (None: unweighted); resolves ``solver_``, which depends on them."""
+        if sample_weight is not None:
+            # scikit-learn's check: finite, non-negative, not all zero, one per sample
+            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
+                                                 ensure_non_negative=True)
+        self._resolve_solver(X, sample_weight)
+        return sample_weight
 
     def _score(self, scorer, pred, y_true, per_target, score_params):
         """Score out-of-sample values ``pred`` (n, n_columns) against ``y_true``."""
         if is_classifier(self):
-            given = _GivenClassifier(self._classes)
+            given = GivenClassifier(self._classes)
             dec = pred[:, 0] if pred.shape[1] == 1 else pred
             return scorer(given, dec, y_true, **score_params)
-        given = _GivenRegressor()
+        given = GivenRegressor()
         if per_target:
             return np.array([scorer(given, pred[:, j], y_true[:, j], **score_params)
                              for j in range(pred.shape[1])])
@@ -169,7 +96,7 @@ class _KernelRidgeCVBase(BaseEstimator):
         of one kernel's ``ridge`` (:class:`EigenRidge` or :class:`NystromRidge`)."""
         if warn:
             ridge.check_alphas(alphas, type(self).__name__)
-        params = _weight_params(scorer, sample_weight)
+        params = weight_params(scorer, sample_weight)
         scores, values = [], []
         for alpha in alphas:
             r = ridge.loo_residuals(alpha) if mode == "loo" else ridge.gcv_residuals(alpha)
@@ -185,7 +112,7 @@ class _KernelRidgeCVBase(BaseEstimator):
 
     def _kfold_candidate(self, K, Y, scale, y_true, sw, folds, alphas, scorer, per_target,
                          warn):
-        given = _GivenClassifier(self._classes) if is_classifier(self) else _GivenRegressor()
+        given = GivenClassifier(self._classes) if is_classifier(self) else GivenRegressor()
         scorer = check_scoring(given, None) if scorer is None else scorer  # r2 / accuracy
         weights = None if sw is None else sw * sw
         fold_scores = []
@@ -196,7 +123,7 @@ class _KernelRidgeCVBase(BaseEstimator):
                 ridge.check_alphas(alphas, type(self).__name__)
             cross = K[np.ix_(te, tr)]
             P = ridge.projected(cross if swt is None else cross * swt[None, :])
-            params = _weight_params(scorer, None if weights is None else weights[te])
+            params = weight_params(scorer, None if weights is None else weights[te])
             fold_scores.append([self._score(scorer, ridge.predict_from(P, a) * scale,
                                             y_true[te], per_target, params) for a in alphas])
         return list(np.mean(np.asarray(fold_scores, dtype=np.float64), axis=0))
@@ -308,14 +235,13 @@ class _KernelRidgeCVBase(BaseEstimator):
         return cls(alpha=self.alpha_, solver="cholesky", backend=self.backend,
                    **kwargs).fit(X, y, sw)
 
-    def _prepare(self, X, y, sample_weight):
+    def _prepare(self, X, y):
         self._checked = self._check_params()  # parameters before data
         self._centers = None
         kw = {} if is_classifier(self) else {"multi_output": True, "y_numeric": True}
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2,
                              accept_sparse=self._accept_sparse(), **kw)
         self.backend_ = resolve_backend(self.backend, X)
-        self._resolve_solver(X, sample_weight)
         return X, y
 
     def _predict_input(self, X):
@@ -327,7 +253,7 @@ class _KernelRidgeCVBase(BaseEstimator):
         tags = super().__sklearn_tags__()
         template = self._template()
         tags.input_tags.pairwise = template._precomputed()
-        tags.input_tags.sparse = template._sparse_ok()
+        tags.input_tags.sparse = self._accept_sparse() is not False
         return tags
 
 
@@ -353,6 +279,13 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
     per alpha and target, about ``5 n^2`` floats of memory; K-fold, the same per fold on its
     training block. The kernel matrices are computed once per kernel, never per alpha;
     rbf, laplacian and matern share one distance matrix over the whole grid.
+
+    ``solver="nystrom"`` (large ``n``): the same leave-one-out / GCV of the Nyström
+    estimator that :class:`FalkonRegressor` fits on ``m = n_centers`` uniform centers,
+    exact for that estimator, from two ``m x m`` eigendecompositions per kernel
+    (``O(n m^2)`` time, ``O(n m)`` memory; Rudi et al. 2017, Meanti et al. AISTATS
+    2022); the selection is refitted as FALKON on the same centers. ``gamma_search``
+    replaces a grid over ``gamma`` by a bounded search over ``log(gamma)``.
 
     Parameters
     ----------
@@ -391,6 +324,7 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
         for all targets, maximise the mean over targets of each one's best score).
     store_cv_results : bool, default=False
         Keep ``cv_results_`` (leave-one-out or GCV only).
+    {search}
     backend : {{"auto", "numpy", "numba", "cupy"}} or None, default=None
         Engine for the kernels the search does not share distances for, and for the
         refit; None follows :func:`kernelkit.set_config`.
@@ -403,13 +337,16 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
         Selected kernel parameters (empty without ``param_grid``).
     best_score_ : float or ndarray of shape (n_targets,)
         Score at the selection (higher is better).
-    best_estimator_ : KernelRidge
-        The model refitted on all data at the selection.
+    best_estimator_ : KernelRidge or FalkonRegressor
+        The model refitted on all data at the selection (FALKON when ``solver_`` is
+        ``"nystrom"``).
     scores_ : ndarray of shape (n_candidates, n_alphas) or (n_candidates, n_alphas, n_targets)
         Every score, candidates in ``candidate_params_`` order (per target with
         ``alpha_per_target``).
     candidate_params_ : list of dict
-        The kernel parameter combinations of ``param_grid`` (``[{{}}]`` without one).
+        The kernel parameter combinations of ``param_grid`` (``[{{}}]`` without one);
+        with ``gamma_search``, every one evaluated, in order.
+    {search_attrs}
     cv_results_ : ndarray of shape (n_samples, n_alphas) or (n_samples, n_targets, n_alphas)
         As ``RidgeCV``: squared (weighted) residuals when ``scoring`` is None, else the
         out-of-sample predictions. With ``param_grid`` a leading axis runs over
@@ -425,7 +362,7 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
         In ``fit``: empty, non-finite or non-positive ``alphas``; a ``param_grid`` key the
         kernel does not have (or any ``param_grid`` with ``kernel="precomputed"``); an
         unknown ``cv`` string or ``cv < 2``; ``store_cv_results`` with K-fold ``cv``; an
-        unknown ``scoring``; and the input errors of :class:`KernelRidge`.
+        unknown ``scoring``; {search_raises}; and the input errors of :class:`KernelRidge`.
 
     Warns
     -----
@@ -484,7 +421,7 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
         self : object
         """
         self._classes = None
-        X, y = self._prepare(X, y, sample_weight)
+        X, y = self._prepare(X, y)
         sw = self._validated_weights(sample_weight, X)
         Y = y.reshape(-1, 1) if y.ndim == 1 else y
         kwargs = self._search(X, Y, y, sw, groups, y)
@@ -537,6 +474,7 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
     scoring : str, callable or None, default=None
     store_cv_results : bool, default=False
         Keep ``cv_results_`` of shape ``(n_samples, n_columns, n_alphas)``.
+    {search}
     backend : {{"auto", "numpy", "numba", "cupy"}} or None, default=None
 
     Attributes
@@ -545,9 +483,10 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
     alpha_ : float
     best_params_ : dict
     best_score_ : float
-    best_estimator_ : KernelRidgeClassifier
+    best_estimator_ : KernelRidgeClassifier or FalkonClassifier
     scores_ : ndarray of shape (n_candidates, n_alphas)
     candidate_params_ : list of dict
+    {search_attrs}
     cv_results_ : ndarray
         Only with ``store_cv_results`` (see :class:`KernelRidgeCV`).
     backend_ : str
@@ -557,6 +496,17 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
     ------
     ValueError
         As :class:`KernelRidgeCV`, and for fewer than two classes.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernelkit import KernelRidgeClassifierCV
+    >>> rng = np.random.default_rng(0); X = rng.normal(size=(300, 2))
+    >>> y = X[:, 0] ** 2 + X[:, 1] ** 2 > 1.4
+    >>> clf = KernelRidgeClassifierCV(kernel="rbf", gamma_search=(0.01, 10.0),
+    ...                               solver="nystrom", n_centers=60, random_state=0)
+    >>> clf.fit(X, y).solver_, type(clf.best_estimator_).__name__
+    ('nystrom', 'FalkonClassifier')
     """
 
     def __init__(self, alphas=DEFAULT_ALPHAS, *, kernel="linear", gamma=None, degree=3,
@@ -595,7 +545,7 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
         -------
         self : object
         """
-        X, y = self._prepare(X, y, sample_weight)
+        X, y = self._prepare(X, y)
         check_classification_targets(y)
         if np.unique(y).shape[0] < 2:
             raise ValueError("The number of classes has to be greater than one; got 1 class "
@@ -639,14 +589,57 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
         return self.best_estimator_.predict(X)
 
 
+_SEARCH_DOC = f"""
+    gamma_search : (float, float) or None, default=None
+        Bounds ``(low, high)``, ``0 < low < high``, of a continuous search for ``gamma``
+        instead of a grid: a coarse grid of {GAMMA_COARSE} log-spaced values brackets the
+        best one, then a bounded Brent search (:func:`scipy.optimize.minimize_scalar`)
+        over ``log(gamma)`` refines it to {GAMMA_XATOL:g} (about {100 * GAMMA_XATOL:g}%
+        of gamma) on the best score over ``alphas`` at each gamma. For kernels with a
+        ``gamma``; combined with a ``param_grid`` over other parameters, each of its
+        combinations gets its own search.
+    solver : {{"auto", "exact", "nystrom"}}, default="auto"
+        ``"exact"``: one ``n x n`` eigendecomposition per kernel. ``"nystrom"``: the
+        leave-one-out / GCV of the Nyström (FALKON) estimator on ``n_centers`` centers
+        (``cv`` None or ``"gcv"``, no ``sample_weight``, dense ``X``), refitted by
+        :class:`FalkonRegressor` / :class:`FalkonClassifier` on the same centers.
+        ``"auto"``: exact up to {AUTO_NYSTROM_MIN_SAMPLES:,} samples (about ``5 n^2``
+        floats, one ``eigh`` of ``9 n^3`` flops per kernel), else Nyström where it
+        applies.
+    n_centers : int >= 1 or "auto", default="auto"
+        Nyström centers, drawn uniformly as FALKON draws them ("auto":
+        ``sqrt(n) log(n)``, at least 100, at most ``n``). Only for the Nyström path.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the draw of the centers (Nyström path only)."""
+
+_SEARCH_ATTRS = """
+    n_kernel_evaluations_ : int
+        Kernels evaluated (and decomposed) by the search: one per grid point, or per
+        gamma tried by ``gamma_search``.
+    solver_ : {"exact", "nystrom"}
+        The path ``solver`` resolved to.
+    centers_ : ndarray of shape (n_centers, n_features)
+        The Nyström centers of the search and of ``best_estimator_`` (Nyström only).
+    center_indices_ : ndarray of shape (n_centers,)
+        Their rows in the training ``X`` (Nyström only)."""
+
+_SEARCH_RAISES = ("an unknown ``solver``; ``n_centers`` not ``'auto'`` or in ``[1, n]``; "
+                  "``gamma_search`` bounds not ``0 < low < high`` (or with a kernel without "
+                  "``gamma``, or with ``gamma`` in ``param_grid``); ``solver='nystrom'`` with "
+                  "K-fold ``cv``, ``kernel='precomputed'`` or ``sample_weight``")
+
+
 def _fill_docs():
     from ._kernel_ridge import _KERNEL_PARAMS_DOC
 
     names = "rbf, laplacian, matern, polynomial, linear, cosine, ntk, nngp"
     text = _KERNEL_PARAMS_DOC.format(names=names).strip()
     for cls in (KernelRidgeCV, KernelRidgeClassifierCV):
-        cls.__doc__ = cls.__doc__.replace("{kernel}", text).replace("{{", "{").replace(
-            "}}", "}")
+        doc = cls.__doc__.replace("{kernel}", text)
+        for key, value in (("{search}", _SEARCH_DOC), ("{search_attrs}", _SEARCH_ATTRS),
+                           ("{search_raises}", _SEARCH_RAISES)):
+            doc = doc.replace(key, value.strip())
+        cls.__doc__ = doc.replace("{{", "{").replace("}}", "}")
 
 
 _fill_docs()
