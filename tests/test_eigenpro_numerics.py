@@ -66,7 +66,7 @@ def test_a_rejected_fit_leaves_the_model_as_it_was(cls, n_centers):
         ({}, (bad_X, y), {}, ValueError, "NaN"),                         # bad X
         ({}, (X5, bad_y), {}, ValueError, "NaN"),                        # bad y
         ({}, (X5, y[:10]), {}, ValueError, "inconsistent"),
-        ({}, (X5, y), {"sample_weight": np.ones(60)}, TypeError, "sample_weight"),
+        ({}, (X5, y), {"sample_weight": -np.ones(len(y))}, ValueError, "sample_weight"),
         ({"kernel": _RaisesOnSecondCall()}, (X5, y), {}, RuntimeError, "kernel failed"),
         ({"eta": 1e6}, (X5, y), {}, ValueError, "diverged"),             # fails midway
     ]

@@ -102,9 +102,6 @@ def global_dtype(request):
 
 # Not applicable, with the reason.
 _NOT_APPLICABLE = {
-    "test_distribution": "checks label_distributions_, LabelSpreading's normalised "
-                         "propagated label distributions; STKR has no such attribute "
-                         "(its probabilities are predict_proba's)",
     "test_label_spreading_closed_form": "checks LabelSpreading's closed form (I - alpha "
                                         "S)^-1 Y through _build_graph, alpha and "
                                         "label_distributions_, none of which STKR has",

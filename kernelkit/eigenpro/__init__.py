@@ -27,6 +27,7 @@ automatically from the kernel as in the papers (and reported as fitted
 attributes); see :class:`EigenProRegressor` for the formulas.
 """
 
-from ._estimators import EigenProClassifier, EigenProRegressor
+from ._classifier import EigenProClassifier
+from ._estimators import EigenProRegressor
 
 __all__ = ["EigenProRegressor", "EigenProClassifier"]

@@ -7,16 +7,13 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.metrics import accuracy_score
 from sklearn.model_selection import train_test_split
-from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils import check_array, check_random_state
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..backend import resolve_backend
 from ..kernels import KernelOperator, make_kernel
-from ..utils._classes import OneVsAllClassifierMixin
+from ..utils._class_weight import row_weights
 from ..utils._state import atomic
 from ..utils._threads import blas_threads_for, single_blas_thread
 from ..utils._verbose import check_verbose
@@ -34,7 +31,7 @@ from ._checks import (
 from ._docs import _ATTRS_DOC, _NOTES_DOC, _PARAMS_DOC
 from ._stopping import MONITOR_SIZE, StoppingRule, regression_score
 
-__all__ = ["EigenProRegressor", "EigenProClassifier"]
+__all__ = ["EigenProRegressor"]
 
 _DTYPES = {"float32": np.float32, "float64": np.float64}
 class _BaseEigenPro(BaseEstimator):
@@ -214,11 +211,15 @@ class _BaseEigenPro(BaseEstimator):
         return op, (client if owned else None)
 
     # ------------------------------------------------------------------ fit
-    def _fit(self, X, Y, stratify, params, backend):
+    def _fit(self, X, Y, stratify, params, backend, sample_weight=None, hold_out=False):
         """Train on validated ``X`` (n, d) and 2-D targets ``Y`` (n, k).
 
         ``params`` and ``backend`` were checked before the data; fitted attributes are
         assigned at the end only (``fit`` is :func:`~kernelkit.utils._state.atomic`).
+        ``sample_weight`` (n,) weights the squared loss; ``hold_out`` keeps
+        ``validation_fraction`` of the rows out of training even without the held-out
+        stopping rule (for the classifier's calibration). Returns the held-out rows'
+        indices and predictions ``(va, pred)`` in the targets' units, or None.
         """
         dtype, kernel = params["dtype"], params["kernel"]
         rng = check_random_state(self.random_state)
@@ -234,31 +235,43 @@ class _BaseEigenPro(BaseEstimator):
 
         es = params["early_stopping"]
         auto_es = self.early_stopping == "auto"  # too little data: the change rule instead
-        if es:
-            n_val = int(math.ceil(params["validation_fraction"] * n_all))
-            if n_val < 1 or n_all - n_val < 2:
-                if not auto_es:
-                    raise ValueError(f"validation_fraction={self.validation_fraction} leaves "
-                                     f"{n_val} validation and {n_all - n_val} training "
-                                     f"samples out of {n_all}; need at least 1 and 2.")
-                es = False
-        if es:
+        n_val = int(math.ceil(params["validation_fraction"] * n_all))
+        can_split = n_val >= 1 and n_all - n_val >= 2
+        if es and not can_split:
+            if not auto_es:
+                raise ValueError(f"validation_fraction={self.validation_fraction} leaves "
+                                 f"{n_val} validation and {n_all - n_val} training "
+                                 f"samples out of {n_all}; need at least 1 and 2.")
+            es = False
+        hold = (es or hold_out) and can_split
+        if hold:
             try:
                 tr, va = train_test_split(np.arange(n_all), test_size=n_val, random_state=rng,
                                           stratify=stratify)
             except ValueError as exc:  # stratification impossible (rare classes)
-                if not auto_es:
+                if es and not auto_es:
                     raise ValueError(f"cannot hold out validation_fraction="
                                      f"{self.validation_fraction} of the data stratified by "
                                      f"class: {exc}") from exc
                 # classes too rare to stratify: a plain split is good enough to stop on
                 tr, va = train_test_split(np.arange(n_all), test_size=n_val, random_state=rng)
-        if es:
             tr, va = np.sort(tr), np.sort(va)
             X_train, Y_train, X_val, Y_val = X[tr], Y[tr], X[va], Y[va]
         else:
+            tr = va = None
             X_train, Y_train, X_val, Y_val = X, Y, None, None
         n = X_train.shape[0]
+        alpha, w_train, w_val = params["alpha"], None, None
+        if sample_weight is not None:
+            w_train = sample_weight if tr is None else sample_weight[tr]
+            w_val = None if va is None else sample_weight[va]
+            w_max = float(np.max(w_train))
+            if not w_max > 0:
+                raise ValueError("sample_weight is zero on every training row (after holding "
+                                 "out validation_fraction); give some row a positive weight.")
+            # weights at most 1 keep the unweighted step stable; alpha / w_max with w / w_max
+            # has the same fixed point as alpha with w: (K + alpha W^-1) c = y
+            w_train, alpha = w_train / w_max, alpha / w_max
 
         Z, from_data = self._centers(X_train, rng, es)
         on_train = Z is None
@@ -335,7 +348,6 @@ class _BaseEigenPro(BaseEstimator):
                     rng.uniform(-1.0, 1.0, v.shape[0]))  # Lanczos start: random_state's
 
         batch_limit = max(1, int(budget // ((p + s) * itemsize)))
-        alpha = params["alpha"]
         P = _ep.build_preconditioner(
             xp, dtype, sigma, A, J, "auto" if q_req is None else q_req, q_max,
             params["damping"], alpha / n, beta + alpha, params["batch_size"], batch_limit,
@@ -373,7 +385,8 @@ class _BaseEigenPro(BaseEstimator):
             solver = _ep.EigenProSolver(op, X_dev, Y_dev, P, algorithm, alpha, inner,
                                         params["projection_max_iter"], batch_rng, inner_rng,
                                         dtype, period=period or 1, cache_budget=cache,
-                                        evaluator=evaluator)
+                                        evaluator=evaluator, sample_weight=None if
+                                        w_train is None else dev(w_train[:, None]))
             # the monitored points' kernel block is kept when it fits: the rule then
             # costs one matrix product per epoch
             Xv = dev(X_val, X_val.dtype) if es else dev(X_train[mon], X_train.dtype)
@@ -383,7 +396,8 @@ class _BaseEigenPro(BaseEstimator):
                 return engine.to_host(op.forward(Xv, w) if Kv is None else Kv @ w)
 
             stop = StoppingRule(params["tol"], params["n_iter_no_change"], forward,
-                                (lambda pred: self._validation_score(Y_val, pred, y_scale))
+                                (lambda pred: self._validation_score(Y_val, pred, y_scale,
+                                                                     w_val))
                                 if es else None)
 
             # the numba engine runs its blocks on its own threads, one BLAS thread each;
@@ -400,6 +414,11 @@ class _BaseEigenPro(BaseEstimator):
             except _ep.Diverged as exc:
                 raise ValueError(_divergence_message(exc, P)) from None
             weights = np.asarray(engine.to_host(solver.weights))
+            held_out = None
+            if hold:  # the held-out rows' predictions by the kept coefficients
+                pred = forward(solver.weights) if es else \
+                    engine.to_host(op.forward(dev(X_val, X_val.dtype), solver.weights))
+                held_out = (va, _rescale(pred, y_scale))
             n_projections, cached = solver.n_projections, solver.rows is not None
             solver.close()
         finally:
@@ -444,7 +463,7 @@ class _BaseEigenPro(BaseEstimator):
             warnings.warn(f"EigenPro stopped after max_iter={self.max_iter} epochs while the "
                           f"{what}={self.tol} in the last {self.n_iter_no_change} epochs; "
                           "increase max_iter or tol.", ConvergenceWarning, stacklevel=3)
-        return self
+        return held_out
 
     def _decision(self, X):
         """``k(X, centers_) @ dual_coef_`` in float64, shape (n, k) or (n,)."""
@@ -515,7 +534,7 @@ class EigenProRegressor(MultiOutputMixin, RegressorMixin, _BaseEigenPro):
     """
 
     @atomic
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit the model by EigenPro iterations.
 
         Parameters
@@ -524,6 +543,12 @@ class EigenProRegressor(MultiOutputMixin, RegressorMixin, _BaseEigenPro):
             Training inputs.
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             Targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights of the squared loss (and of the held-out score): the
+            fit converges to the weighted solution, for EigenPro 2 that of
+            :class:`sklearn.kernel_ridge.KernelRidge` with the same weights, ``(K +
+            alpha W^-1) c = y``. Rows of small weight converge more slowly (the step
+            size is that of the unweighted problem over the largest weight).
 
         Returns
         -------
@@ -533,16 +558,17 @@ class EigenProRegressor(MultiOutputMixin, RegressorMixin, _BaseEigenPro):
         params, backend = self._check_params(), resolve_backend(self.backend, X)
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True,
                              dtype=[np.float64, np.float32], ensure_min_samples=2)
+        w = None if sample_weight is None else row_weights(None, y, sample_weight, (), X)
         Y = np.asarray(y, dtype=np.float64)
         Y2 = Y[:, None] if Y.ndim == 1 else Y
-        self._fit(X, Y2, None, params, backend)
+        self._fit(X, Y2, None, params, backend, w)
         if Y.ndim == 1:
             self.dual_coef_ = self.dual_coef_[:, 0]
         return self
 
-    def _validation_score(self, Y_val, pred, scale):
+    def _validation_score(self, Y_val, pred, scale, weights):
         # scale-free: computed on the normalised targets (no overflow for 1e300)
-        return regression_score(Y_val, pred)
+        return regression_score(Y_val, pred, weights)
 
     def predict(self, X):
         """Predict ``k(X, centers_) @ dual_coef_``, blockwise within ``working_memory``.
@@ -560,87 +586,12 @@ class EigenProRegressor(MultiOutputMixin, RegressorMixin, _BaseEigenPro):
         return self._decision(X)
 
 
-class EigenProClassifier(OneVsAllClassifierMixin, _BaseEigenPro):
-    """Kernel classification by EigenPro 2 / 3 / 4 preconditioned SGD.
 
-    One-vs-all regression on one-hot targets, as in the EigenPro papers: class
-    ``c`` gets the target 1 on its samples and 0 elsewhere (for two classes, one
-    output for ``classes_[1]``), the regression is fitted by the EigenPro iteration
-    and the predicted class is the largest output.
 
-    Parameters
-    ----------
-    {params}
-
-    Attributes
-    ----------
-    classes_ : ndarray of shape (n_classes,)
-        Class labels.
-    {attrs}
-
-    Raises
-    ------
-    ValueError
-        In ``fit``: as :class:`EigenProRegressor`, plus targets that are not
-        class labels or a single class.
-
-    See Also
-    --------
-    EigenProRegressor : The regressor.
-    kernelkit.KernelRidgeClassifier : Dense kernel ridge classification.
-
-    Notes
-    -----
-    {notes}
-
-    Examples
-    --------
-    >>> from sklearn.datasets import load_digits
-    >>> from kernelkit.eigenpro import EigenProClassifier
-    >>> X, y = load_digits(return_X_y=True)
-    >>> clf = EigenProClassifier(gamma=0.05, tol=None, random_state=0)
-    >>> bool(clf.fit(X[:1200] / 16, y[:1200]).score(X[1200:] / 16, y[1200:]) > 0.95)
-    True
-    """
-
-    _binary_offset = 0.5  # two classes: the 0/1 target of classes_[1] is thresholded at 1/2
-
-    @atomic
-    def fit(self, X, y):
-        """Fit one-vs-all regressions on one-hot targets by EigenPro iterations.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Training inputs.
-        y : array-like of shape (n_samples,)
-            Class labels of any type.
-
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-        """
-        params, backend = self._check_params(), resolve_backend(self.backend, X)
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], ensure_min_samples=2)
-        check_classification_targets(y)
-        self._label_binarizer = LabelBinarizer(neg_label=0, pos_label=1)
-        Y = self._label_binarizer.fit_transform(y).astype(np.float64)
-        self.classes_ = self._label_binarizer.classes_
-        if self.classes_.shape[0] < 2:
-            raise ValueError(f"EigenProClassifier needs samples of at least 2 classes; got "
-                             f"only class {self.classes_[0]!r}.")
-        return self._fit(X, Y, y, params, backend)
-
-    def _validation_score(self, Y_val, pred, scale):
-        Y_val, pred = Y_val * scale, pred * scale  # the 0/1 targets: 1/2 thresholds
-        if Y_val.shape[1] == 1:
-            return accuracy_score(Y_val[:, 0] > 0.5, pred[:, 0] > 0.5)
-        return accuracy_score(Y_val.argmax(axis=1), pred.argmax(axis=1))
-
-_names = "rbf, laplacian, matern, polynomial, linear, cosine, ntk, nngp"
-for _cls in (EigenProRegressor, EigenProClassifier):
-    _cls.__doc__ = (_cls.__doc__.replace("{params}", _PARAMS_DOC.format(names=_names).strip())
-                    .replace("{attrs}", _ATTRS_DOC.strip())
-                    .replace("{notes}", _NOTES_DOC.format().strip()))
-del _cls, _names
+def fill_doc(doc, extra_params="", extra_attrs=""):
+    """The shared numpydoc sections in an estimator's docstring."""
+    names = "rbf, laplacian, matern, polynomial, linear, cosine, ntk, nngp"
+    return (doc.replace("{params}", (_PARAMS_DOC.format(names=names) + extra_params).strip())
+            .replace("{attrs}", (_ATTRS_DOC + extra_attrs).strip())
+            .replace("{notes}", _NOTES_DOC.format().strip()))
+EigenProRegressor.__doc__ = fill_doc(EigenProRegressor.__doc__)

@@ -206,11 +206,18 @@ class EigenProSolver:
     cache_budget : float
         Bytes allowed for kernel blocks kept for the whole fit: ``k(X, Z)`` (then
         ``k(Z, Z)`` for the projection) when they fit.
+    sample_weight : engine array (n, 1), compute dtype, or None
+        Per-row weights in ``[0, 1]`` of the squared loss: each row's residual is
+        scaled by its weight in the gradient (not in the reported loss), so the fixed
+        point solves the weighted normal equations (EigenPro 2: ``(W K + ridge I) c =
+        W y``). Weights at most 1 keep the unweighted step size stable.
     """
 
     def __init__(self, op, X, Y, precond, algorithm, ridge, inner, projection_max_iter, rng,
-                 inner_rng, dtype, period=1, cache_budget=0.0, evaluator=None):
+                 inner_rng, dtype, period=1, cache_budget=0.0, evaluator=None,
+                 sample_weight=None):
         self.op, self.X, self.Y = op, X, Y
+        self.sw = sample_weight
         self.P, self.algorithm, self.ridge = precond, algorithm, float(ridge)
         self.exact = algorithm == "ep2"
         self.inner, self.projection_max_iter = inner, projection_max_iter
@@ -267,6 +274,10 @@ class EigenProSolver:
             raise Diverged(f"the training loss became {loss:.3g} at epoch {epoch + 1}")
         return mse
 
+    def _weighted(self, R, Bx):
+        """The batch residuals times the rows' weights (the weighted loss's gradient)."""
+        return R if self.sw is None else R * self.sw[Bx]
+
     def _prepare(self, B):
         """The ``batch x p`` block of training rows ``B`` (from the cache when kept)."""
         if self.rows is not None:
@@ -285,6 +296,7 @@ class EigenProSolver:
         handle = self._prepare(Bx)
         R = self.op.matmul(handle, self.weights) - self.Y[Bx]
         loss = self._loss(R, epoch)
+        R = self._weighted(R, Bx)
         if self.ridge:
             # SGD on the kernel K + alpha I: the ridge gradient alpha/n f, estimated
             # unbiasedly from the batch (Ma & Belkin's interpolation of K + alpha I).
@@ -325,6 +337,7 @@ class EigenProSolver:
         handle = self._prepare(Bx)
         R = op.matmul(handle, self.weights) - self.Y[Bx]
         loss = self._loss(R, epoch)
+        R = self._weighted(R, Bx)
         mu = self.ridge / self.n
         h, _ = self._gradient_on_centers(
             handle, R, m, (lambda hj: op.matmul(hj, self.weights)) if mu else None)
@@ -379,6 +392,7 @@ class EigenProSolver:
             F = F + op.columns(handle, P.Jx) @ self.aux_gamma
         R = F - self.Y[Bx]
         loss = self._loss(R, epoch)
+        R = self._weighted(R, Bx)
         mu = self.ridge / self.n
         h, corr = self._gradient_on_centers(
             handle, R, m,

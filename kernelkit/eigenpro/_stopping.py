@@ -24,7 +24,7 @@ MONITOR_SIZE = 1000
 CONSTANT_RTOL = 1e-12
 
 
-def regression_score(Y_val, pred):
+def regression_score(Y_val, pred, sample_weight=None):
     """R^2 averaged over outputs, with a constant output measured against its scale.
 
     ``1 - MSE_j / D_j`` per output ``j``, ``D_j`` the variance of the validation
@@ -37,15 +37,18 @@ def regression_score(Y_val, pred):
     Parameters
     ----------
     Y_val, pred : ndarray of shape (m, k), float64
+    sample_weight : ndarray of shape (m,) or None
+        Row weights of the means (None or all zero: unweighted).
 
     Returns
     -------
     score : float
         1 for a perfect fit; higher is better.
     """
-    mse = np.mean((pred - Y_val) ** 2, axis=0)
-    var = np.var(Y_val, axis=0)
-    msq = np.mean(Y_val ** 2, axis=0)
+    w = None if sample_weight is None or not np.sum(sample_weight) > 0 else sample_weight
+    mse = np.average((pred - Y_val) ** 2, axis=0, weights=w)
+    msq = np.average(Y_val ** 2, axis=0, weights=w)
+    var = np.average((Y_val - np.average(Y_val, axis=0, weights=w)) ** 2, axis=0, weights=w)
     denom = np.where(var > CONSTANT_RTOL * msq, var, np.where(msq > 0, msq, 1.0))
     return float(np.mean(1.0 - mse / denom))
 

@@ -54,3 +54,6 @@ def add_classes(est, labels):
             Ainv[c] = A0[j]
     est._st = dict(st, W=W, Ainv=Ainv)
     est.classes_ = new
+    # the calibration window's scores and labels are in the old classes' layout: start a
+    # new window (the temperature is refitted on the first scores of the new layout)
+    est._calib = None

@@ -13,13 +13,13 @@ import scipy.sparse as sp
 from scipy.linalg import solve_triangular
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils import check_random_state
-from sklearn.utils._available_if import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..backend import resolve_backend
 from ..kernels import is_precomputed, resolve_kernel
-from ..utils._classes import OneVsAllClassifierMixin
+from ..utils._class_weight import check_class_weight, row_weights
+from ..utils._classes import CALIBRATION_ATTR_DOC, CALIBRATION_DOC, OneVsAllClassifierMixin
 from ..utils._dispatch import select_loops
 from ..utils._state import atomic
 from ..utils._threads import single_blas_thread
@@ -33,6 +33,8 @@ _FORGETTING = {None: 0, "discount": 1, "restart": 2}
 _CHUNK = 256  # rows per kernel block: the chunk's own kernel matrix stays small
 _PREDICT_ROWS = 2048  # rows per kernel block in predict
 _TOL = 1e-10  # a point whose residual is below this fraction of k(x, x) is in the span
+_CALIBRATION_WINDOW = 2000  # prequential scores kept for the temperature
+_REFIT_FRACTION = 32  # refit once 1/32 of the window is new: a stream pays ~1/60 refit/row
 
 
 def _dense_rows(X, r0, rows):
@@ -151,8 +153,10 @@ class _KONSBase(BaseEstimator):
         return self._st["atoms"][: self.n_atoms_]
 
     # ---------------------------------------------------------------- the loop
-    def _learn(self, X, Y, iparams, fparams):
+    def _learn(self, X, Y, iparams, fparams, weights=None):
         """One pass over ``X`` in order; returns the prequential decision values.
+
+        ``weights`` (n,) scale each row's loss (None: all 1).
 
         All-or-nothing: the pass runs on a working copy of the state and of the random
         generator, committed only when every chunk succeeded (the public methods are
@@ -168,6 +172,7 @@ class _KONSBase(BaseEstimator):
         saved = {k: base[k][free].copy() for k in ("atoms", "L", "Lw", "sw")}
         rs = copy.deepcopy(self._rs)
         pred = np.empty((n, st["W"].shape[1]))
+        wt = np.ones(n) if weights is None else np.ascontiguousarray(weights, np.float64)
         loops = select_loops(__package__, self.backend_)
         progress = Progress(self, self.verbose)
         try:
@@ -189,7 +194,8 @@ class _KONSBase(BaseEstimator):
                 with single_blas_thread(), np.errstate(over="ignore", invalid="ignore"):
                     n_add = loops.run_chunk(
                         np.ascontiguousarray(Kc, dtype=np.float64),
-                        np.ascontiguousarray(Kss, dtype=np.float64), Y[r0:r0 + _CHUNK], u,
+                        np.ascontiguousarray(Kss, dtype=np.float64), Y[r0:r0 + _CHUNK],
+                        wt[r0:r0 + _CHUNK], u,
                         st["L"], st["Lw"], st["sw"], st["W"], st["Ainv"], st["istate"],
                         st["fstate"], new, pred[r0:r0 + _CHUNK], iparams, fparams)
                 if n_add:
@@ -309,7 +315,7 @@ class KONSRegressor(RegressorMixin, _KONSBase):
     def _allowed_losses(self):
         return ["squared"]
 
-    def _partial_fit(self, X, y, reset=False):
+    def _partial_fit(self, X, y, reset=False, sample_weight=None):
         iparams, fparams = self._check_params()
         first = reset or not hasattr(self, "_st")
         Xf = None if first else self._fast_X(X)
@@ -324,12 +330,13 @@ class KONSRegressor(RegressorMixin, _KONSBase):
             # big-endian or float16 targets pass validation as they are; the loop needs
             # native float64
             yf = _as_float64(yf, "y")
-            if first:
-                self._init_state(Xf.shape[1], 1, iparams)
-        return self._learn(Xf, yf.reshape(-1, 1), iparams, fparams)
+        w = None if sample_weight is None else row_weights(None, yf, sample_weight, (), Xf)
+        if first:
+            self._init_state(Xf.shape[1], 1, iparams)
+        return self._learn(Xf, yf.reshape(-1, 1), iparams, fparams, w)
 
     @atomic
-    def partial_fit_predict(self, X, y):
+    def partial_fit_predict(self, X, y, sample_weight=None):
         """Learn from ``(X, y)`` in order and return the prequential predictions.
 
         Each sample is predicted by the model before it learns from that sample
@@ -339,44 +346,53 @@ class KONSRegressor(RegressorMixin, _KONSBase):
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights of the samples' losses (value, gradient and
+            curvature scale with the weight; a zero weight is predicted, not learned).
 
         Returns
         -------
         y_pred : ndarray of shape (n_samples,), float64
             What ``predict`` returned for each sample just before learning from it.
         """
-        return self._partial_fit(X, y)[:, 0]
+        return self._partial_fit(X, y, sample_weight=sample_weight)[:, 0]
 
     @atomic
-    def partial_fit(self, X, y):
+    def partial_fit(self, X, y, sample_weight=None):
         """Learn from each sample of ``(X, y)`` once, in order.
 
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights of the samples' losses (value, gradient and
+            curvature scale with the weight; a zero weight is predicted, not learned).
 
         Returns
         -------
         self : object
         """
-        self._partial_fit(X, y)
+        self._partial_fit(X, y, sample_weight=sample_weight)
         return self
 
     @atomic
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """One pass over ``(X, y)`` in order, from a fresh model.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights of the samples' losses (value, gradient and
+            curvature scale with the weight; a zero weight is predicted, not learned).
 
         Returns
         -------
         self : object
         """
-        self._partial_fit(X, y, reset=True)
+        self._partial_fit(X, y, reset=True, sample_weight=sample_weight)
         return self
 
     def predict(self, X):
@@ -409,12 +425,25 @@ class KONSClassifier(OneVsAllClassifierMixin, _KONSBase):
         ``eta="auto"`` all classes share one second-order matrix: the default because
         it is the cheapest multiclass choice, ``c`` times cheaper per sample than the
         per-class matrices of the other losses, and as accurate on the documented
-        streams), ``max(0, 1 - y f)^2 / 2`` or ``log(1 + exp(-y f))`` (enables
-        ``predict_proba``).{_PARAMS_DOC}
+        streams), ``max(0, 1 - y f)^2 / 2`` or ``log(1 + exp(-y f))``. Every loss
+        has ``predict_proba`` (see ``calibration``).{_PARAMS_DOC}
+    class_weight : dict, "balanced" or None, default=None
+        Weights of the classes in the loss, as scikit-learn's classifiers take them,
+        multiplied with ``sample_weight``; ``"balanced"`` (``n_samples / (n_classes *
+        bincount(y))``) needs the whole ``y`` and is for ``fit`` only, as in
+        :class:`sklearn.linear_model.SGDClassifier`. A class not in ``classes_`` is
+        a ValueError.
+    {CALIBRATION_DOC}
+        Out-of-sample values: the prequential decision values (each sample is scored
+        before it is learned) of the last {_CALIBRATION_WINDOW} samples of ``fit`` /
+        ``partial_fit``, with their labels and weights; the temperature is refitted
+        at the end of ``fit`` and of every ``partial_fit`` that renews at least
+        1/{_REFIT_FRACTION} of that window (cheap on a stream of one-sample calls).
 
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,){_ATTRS_DOC}
+    {CALIBRATION_ATTR_DOC}
 
     Raises
     ------
@@ -439,8 +468,11 @@ class KONSClassifier(OneVsAllClassifierMixin, _KONSBase):
     def __init__(self, *, loss="squared", method="sketched", kernel="rbf", gamma=None,
                  degree=3, coef0=1, kernel_params=None, alpha=0.1, eta="auto", C=None,
                  gamma_reg=0.3, epsilon=0.5, beta=1.0, max_atoms=None, forgetting=None,
-                 memory=1000, random_state=None, backend=None, verbose=0):
+                 memory=1000, random_state=None, backend=None, verbose=0, class_weight=None,
+                 calibration="auto"):
         self.loss = loss
+        self.class_weight = class_weight
+        self.calibration = calibration
         KONSRegressor.__init__(
             self, method=method, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0,
             kernel_params=kernel_params, alpha=alpha, eta=eta, C=C, gamma_reg=gamma_reg,
@@ -468,8 +500,16 @@ class KONSClassifier(OneVsAllClassifierMixin, _KONSBase):
         Y[np.arange(len(y)), idx] = 1.0
         return Y
 
-    def _partial_fit(self, X, y, classes=None, reset=False):
+    def _partial_fit(self, X, y, classes=None, reset=False, sample_weight=None,
+                     class_weight=None):
         iparams, fparams = self._check_params()
+        calibrate = self._check_calibration()
+        if class_weight is None:  # partial_fit: the stream's weights are given, not counted
+            class_weight = check_class_weight(self.class_weight)
+            if isinstance(class_weight, str):
+                raise ValueError("class_weight='balanced' is not supported by partial_fit "
+                                 "(it needs the whole y); pass a dict, e.g. computed by "
+                                 "sklearn.utils.class_weight.compute_class_weight.")
         first = reset or not hasattr(self, "_st")
         if first:
             if classes is None:
@@ -495,9 +535,35 @@ class KONSClassifier(OneVsAllClassifierMixin, _KONSBase):
         if first:  # rolled back by @atomic if anything below raises
             self.classes_ = classes
         Y = self._encode(y)
+        w = row_weights(class_weight, np.asarray(y), sample_weight, self.classes_, Xf)
         if first:
             self._init_state(Xf.shape[1], 1 if len(classes) == 2 else len(classes), iparams)
-        return self._learn(Xf, Y, iparams, fparams)
+        scores = self._learn(Xf, Y, iparams, fparams, w)
+        self._update_calibration(scores, np.searchsorted(self.classes_, y), w,
+                                 first, calibrate)
+        return scores
+
+    def _update_calibration(self, scores, y_idx, w, reset, calibrate):
+        """Append the prequential scores to the window; refit the temperature when due."""
+        if not calibrate:
+            self.calibration_temperature_, self._calib = None, None
+            return
+        d = scores[:, 0] - self._binary_offset if scores.shape[1] == 1 else scores
+        w = np.ones(len(y_idx)) if w is None else w
+        old = None if reset else getattr(self, "_calib", None)
+        if old is not None:
+            d, y_idx, w = (np.concatenate([a, b])[-_CALIBRATION_WINDOW:] for a, b in
+                           ((old["d"], d), (old["y"], y_idx), (old["w"], w)))
+            fresh = old["fresh"] + len(scores)
+        else:
+            d, y_idx, w = d[-_CALIBRATION_WINDOW:], y_idx[-_CALIBRATION_WINDOW:], \
+                w[-_CALIBRATION_WINDOW:]
+            fresh = len(y_idx)
+        beta = getattr(self, "calibration_temperature_", None)
+        if reset or beta is None or fresh * _REFIT_FRACTION >= len(y_idx):
+            beta, fresh = self._temperature(d, y_idx, w), 0
+        self._calib = {"d": d, "y": y_idx, "w": w, "fresh": fresh}
+        self.calibration_temperature_ = beta
 
     def _labels(self, scores):
         """Labels from ``_decision``-shaped scores (the rule of ``predict``)."""
@@ -506,7 +572,7 @@ class KONSClassifier(OneVsAllClassifierMixin, _KONSBase):
         return self.classes_[scores.argmax(axis=1)]
 
     @atomic
-    def partial_fit(self, X, y, classes=None):
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
         """Learn from each sample of ``(X, y)`` once, in order.
 
         Parameters
@@ -516,16 +582,19 @@ class KONSClassifier(OneVsAllClassifierMixin, _KONSBase):
         classes : array-like of shape (n_classes,), default=None
             All labels of the stream; required on the first call, as in
             :meth:`sklearn.linear_model.SGDClassifier.partial_fit`.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights of the samples' losses, multiplied by
+            ``class_weight``.
 
         Returns
         -------
         self : object
         """
-        self._partial_fit(X, y, classes=classes)
+        self._partial_fit(X, y, classes=classes, sample_weight=sample_weight)
         return self
 
     @atomic
-    def partial_fit_predict(self, X, y, classes=None):
+    def partial_fit_predict(self, X, y, classes=None, sample_weight=None):
         """Learn from ``(X, y)`` in order and return the prequential predicted labels.
 
         Each sample is classified by the model before it learns from that sample
@@ -538,6 +607,8 @@ class KONSClassifier(OneVsAllClassifierMixin, _KONSBase):
         y : array-like of shape (n_samples,)
         classes : array-like of shape (n_classes,), default=None
             As in :meth:`partial_fit`.
+        sample_weight : array-like of shape (n_samples,), default=None
+            As in :meth:`partial_fit`.
 
         Returns
         -------
@@ -545,10 +616,11 @@ class KONSClassifier(OneVsAllClassifierMixin, _KONSBase):
             What ``predict`` returned for each sample just before learning from it
             (labels from ``classes_``).
         """
-        return self._labels(self._partial_fit(X, y, classes=classes))
+        return self._labels(self._partial_fit(X, y, classes=classes,
+                                              sample_weight=sample_weight))
 
     @atomic
-    def partial_fit_decision_function(self, X, y, classes=None):
+    def partial_fit_decision_function(self, X, y, classes=None, sample_weight=None):
         """Learn from ``(X, y)`` in order and return the prequential decision values.
 
         Parameters
@@ -557,6 +629,8 @@ class KONSClassifier(OneVsAllClassifierMixin, _KONSBase):
         y : array-like of shape (n_samples,)
         classes : array-like of shape (n_classes,), default=None
             As in :meth:`partial_fit`.
+        sample_weight : array-like of shape (n_samples,), default=None
+            As in :meth:`partial_fit`.
 
         Returns
         -------
@@ -564,52 +638,35 @@ class KONSClassifier(OneVsAllClassifierMixin, _KONSBase):
             What ``decision_function`` returned for each sample just before learning
             from it.
         """
-        scores = self._partial_fit(X, y, classes=classes)
+        scores = self._partial_fit(X, y, classes=classes, sample_weight=sample_weight)
         return scores[:, 0] - self._binary_offset if scores.shape[1] == 1 else scores
 
     @atomic
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """One pass over ``(X, y)`` in order, from a fresh model.
 
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights of the samples' losses, multiplied by
+            ``class_weight``.
 
         Returns
         -------
         self : object
         """
         self._check_params()  # parameters before data
+        self._check_calibration()
+        class_weight = check_class_weight(self.class_weight)
         X, y = validate_data(self, X, y, dtype=np.float64, accept_sparse=("csr", "csc"))
         check_classification_targets(y)
         classes = np.unique(y)
         if len(classes) < 2:
             raise ValueError(f"y has only 1 class ({classes[0]!r}); the classifier needs "
                              "at least two classes.")
-        self._partial_fit(X, y, classes=classes, reset=True)
+        # "balanced" counts this y; {} (no class weights) stands for None below
+        self._partial_fit(X, y, classes=classes, reset=True, sample_weight=sample_weight,
+                          class_weight={} if class_weight is None else class_weight)
         return self
-
-    def _has_proba(self):
-        return self.loss == "logistic"
-
-    @available_if(_has_proba)
-    def predict_proba(self, X):
-        """Class probabilities (``loss="logistic"``; one-vs-rest normalised for more
-        than two classes, as :class:`sklearn.linear_model.SGDClassifier`).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        proba : ndarray of shape (n_samples, n_classes), float64
-        """
-        s = self._decision(X)
-        p = 0.5 * (1.0 + np.tanh(0.5 * s))
-        if s.shape[1] == 1:
-            return np.hstack([1.0 - p, p])
-        tot = p.sum(axis=1, keepdims=True)
-        return np.divide(p, tot, out=np.full_like(p, 1.0 / p.shape[1]), where=tot > 0)
-

@@ -16,6 +16,7 @@ Array arguments (all updated in place where marked):
 Kc : (n, m0) kernel rows of the chunk against the atoms stored before it.
 Kss : (n, n) kernel matrix of the chunk itself (its diagonal is ``k(x, x)``).
 Y : (n, n_out) targets (+-1 per class for classification).
+wt : (n,) row weights >= 0 of the loss (its value, gradient and curvature scale).
 u : (n,) uniforms in [0, 1) for KORS's Bernoulli draws.
 L, Lw : (cap, cap) lower factors of ``K_DD`` and ``S K_DD S + (1 + eps) gamma_reg I``.
 sw : (cap,) ``1 / sqrt(p_j)`` of each atom (KORS weights).
@@ -52,8 +53,8 @@ def loss_terms(code, f, y):
     return 0.5 * mg * mg, -y * mg, (mg > 0).astype(np.float64)
 
 
-def run_chunk(Kc, Kss, Y, u, L, Lw, sw, W, Ainv, istate, fstate, new_atoms, pred, iparams,
-              fparams):
+def run_chunk(Kc, Kss, Y, wt, u, L, Lw, sw, W, Ainv, istate, fstate, new_atoms, pred,
+              iparams, fparams):
     method, loss, forget, memory, max_atoms, shared = (int(v) for v in iparams)
     eta, alpha, gamma_reg, eps, beta, C, lam, tol = (float(v) for v in fparams)
     big = (1.0 + eps) * gamma_reg
@@ -111,6 +112,8 @@ def run_chunk(Kc, Kss, Y, u, L, Lw, sw, W, Ainv, istate, fstate, new_atoms, pred
                 f[c] = target
         pred[i] = f
         lv, g, h = loss_terms(loss, f, Y[i])
+        # the row's weight scales its loss, so its gradient and curvature
+        lv, g, h = wt[i] * lv, wt[i] * g, wt[i] * h
         fstate[0] += lv.sum()
         curv = h if eta < 0 else eta * g * g
         for a_i in range(Ainv.shape[0]):

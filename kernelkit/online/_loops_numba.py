@@ -81,8 +81,8 @@ def _ons_update(A, z, v, m, cv, forget, lam, alpha):
 
 
 @nb.njit(cache=True, fastmath=_FAST)
-def run_chunk(Kc, Kss, Y, u, L, Lw, sw, W, Ainv, istate, fstate, new_atoms, pred, iparams,
-              fparams):
+def run_chunk(Kc, Kss, Y, wt, u, L, Lw, sw, W, Ainv, istate, fstate, new_atoms, pred,
+              iparams, fparams):
     method, loss, forget = iparams[0], iparams[1], iparams[2]
     memory, max_atoms, shared = iparams[3], iparams[4], iparams[5]
     eta, alpha, gamma_reg, eps = fparams[0], fparams[1], fparams[2], fparams[3]
@@ -184,6 +184,7 @@ def run_chunk(Kc, Kss, Y, u, L, Lw, sw, W, Ainv, istate, fstate, new_atoms, pred
         for c in range(n_out):
             pred[i, c] = f[c]
             lv, gc, hc = _loss_terms(loss, f[c], Y[i, c])
+            lv, gc, hc = wt[i] * lv, wt[i] * gc, wt[i] * hc
             fstate[0] += lv
             g[c] = gc
             curv[c] = hc if eta < 0 else eta * gc * gc

@@ -218,12 +218,12 @@ class _ClassifierAdapter(RiverKONS):
         return _scalar(self.estimator_.predict(self._row(x, learn=False))[0])
 
     def predict_proba_one(self, x, **kwargs):
-        """Label probabilities as a dict (``loss="logistic"`` only).
+        """Label probabilities as a dict (the estimator's calibrated ``predict_proba``).
 
         Raises
         ------
         NotImplementedError
-            For the other losses, whose scores are not probabilities (river's
+            When the estimator has no ``predict_proba`` (``calibration=None``; river's
             convention: ``predict_one`` is then used).
         """
         if self.estimator_ is None:
@@ -231,7 +231,8 @@ class _ClassifierAdapter(RiverKONS):
                 return {_scalar(self._pending[0][1]): 1.0}
             return {}
         if not hasattr(self.estimator_, "predict_proba"):
-            raise NotImplementedError("predict_proba_one needs loss='logistic'.")
+            raise NotImplementedError("predict_proba_one needs the estimator's "
+                                      "calibration='auto' (it has calibration=None).")
         p = self.estimator_.predict_proba(self._row(x, learn=False))[0]
         return {_scalar(c): float(v) for c, v in zip(self.estimator_.classes_, p, strict=True)}
 

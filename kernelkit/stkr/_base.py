@@ -125,48 +125,70 @@ class _STKRBase(BaseEstimator):
         return np.asarray(op.engine.to_host(op.matmul(X, self.X_fit_, theta)), np.float64)
 
     # -- fit ----------------------------------------------------------------------------
-    def _fit_targets(self, X, Y, labeled, coefs):
+    def _fit_targets(self, X, Y, labeled, coefs, weights=None, folds=None):
         """Fit on validated float64 ``X`` and targets ``Y`` (n_labeled, n_targets).
 
         ``coefs`` is what :meth:`_check_params` returned (called before the data were
-        validated). Fitted attributes are assigned at the end.
+        validated); ``weights`` (n_labeled,) weight the labeled rows' squared loss.
+        Fitted attributes are assigned at the end. With ``folds`` (pairs of index
+        arrays into the labeled rows) the model is also refitted once per fold without
+        that fold's labels, on the same base kernel, and the second value returned
+        holds each labeled row's prediction by the fit that did not see its label
+        (out-of-sample values; None without ``folds``).
         """
         backend = "numpy" if (_is_knn(self.kernel) or is_precomputed(self.kernel)) \
             else resolve_backend(self.backend, X)
         self.backend_ = backend  # _kernel_op reads it; fit is atomic, a failure restores it
         progress = Progress(self, check_verbose(self.verbose))
         G, state = self._train_operator(X)
-        ridge = labeled.size * float(self.beta)
         # STKR is linear in y: solve for each column scaled by a power of two to ~1 (exact),
         # so that targets of any magnitude (1e-300, 1e300) neither underflow the residual
         # norms to 0 (a zero fit) nor overflow them.
         col_scale = np.array([np.ldexp(1.0, _graph.max_exponent(c)) for c in Y.T])
         Y = Y / col_scale
-        monitor = _solvers._Monitor(progress, f"{self.transformation}/{self.solver}",
-                                    float(self.tol), int(self.max_iter))
-        kw = dict(solver=self.solver, tol=float(self.tol), max_iter=int(self.max_iter),
-                  monitor=monitor)
-        lambda_max, n_components = None, None
-        if self.transformation == "identity":
-            alpha = solve_ridge(G.block(labeled), Y, ridge)
-            theta = np.zeros((X.shape[0], Y.shape[1]))
-            theta[labeled] = alpha
-            fitted, n_iter = G(theta), 0
-        elif self.transformation == "kpca":
-            theta, fitted, n_components = _solvers.solve_kpca(
-                G, int(self.n_components), labeled, Y, ridge, self.random_state)
-            n_iter = 0
-        else:
+        lambda_max, basis = None, None
+        if self.transformation == "kpca":
+            basis = _solvers.kpca_basis(G, int(self.n_components), self.random_state)
+        elif self.transformation != "identity":
             lambda_max = G.top_eigenvalue(self.random_state)
             if not lambda_max > 0:
                 raise ValueError("the base kernel matrix has no positive eigenvalue; check "
                                  "the kernel and its parameters.")
+
+        def solve(rows, Yr, wr):
+            """``(theta, fitted, n_iter, monitor)`` with labels on ``labeled[rows]`` only."""
+            lab = labeled[rows]
+            # beta per unit of weight: an integer weight is that many copies of the row
+            ridge = (lab.size if wr is None else float(np.sum(wr))) * float(self.beta)
+            monitor = _solvers._Monitor(progress, f"{self.transformation}/{self.solver}",
+                                        float(self.tol), int(self.max_iter))
+            kw = dict(solver=self.solver, tol=float(self.tol), max_iter=int(self.max_iter),
+                      monitor=monitor, weights=wr)
+            if self.transformation == "identity":
+                sq = np.ones((lab.size, 1)) if wr is None else np.sqrt(wr)[:, None]
+                alpha = sq * solve_ridge(sq * G.block(lab) * sq.T, sq * Yr, ridge)
+                theta = np.zeros((X.shape[0], Yr.shape[1]))
+                theta[lab] = alpha
+                return theta, G(theta), 0, monitor
+            if self.transformation == "kpca":
+                theta, fitted, _ = _solvers.solve_kpca(basis, lab, Yr, ridge, wr)
+                return theta, fitted, 0, monitor
             if self.transformation == "polynomial":
-                theta, fitted, n_iter = _solvers.solve_polynomial(
-                    G, lambda_max, coefs, labeled, Y, ridge, **kw)
-            else:
-                theta, fitted, n_iter = _solvers.solve_inverse_laplacian(
-                    G, lambda_max, float(self.eta), labeled, Y, ridge, **kw)
+                return (*_solvers.solve_polynomial(G, lambda_max, coefs, lab, Yr, ridge, **kw),
+                        monitor)
+            return (*_solvers.solve_inverse_laplacian(G, lambda_max, float(self.eta), lab, Yr,
+                                                      ridge, **kw), monitor)
+
+        every = np.arange(labeled.size)
+        theta, fitted, n_iter, monitor = solve(every, Y, weights)
+        n_components = None if basis is None else basis[0].size
+        out_of_sample = None
+        if folds is not None:
+            out_of_sample = np.empty(Y.shape)
+            for rows, held in folds:
+                f = solve(rows, Y[rows], None if weights is None else weights[rows])[1]
+                out_of_sample[held] = f[labeled[held]]
+            out_of_sample *= col_scale
         theta, fitted = theta * col_scale, fitted * col_scale
         for name, value in state.items():
             setattr(self, name, value)
@@ -183,7 +205,7 @@ class _STKRBase(BaseEstimator):
         self.dual_coef_ = theta
         self.X_fit_ = X
         self.labeled_indices_ = labeled
-        return fitted
+        return fitted, out_of_sample
 
     def _validate_X(self, X, reset):
         # float64 in native byte order (">f8", float16 and int inputs are converted before any

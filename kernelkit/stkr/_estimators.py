@@ -4,13 +4,19 @@ Zhai, Pukdee, Jin, Balcan & Ravikumar, "Spectrally Transformed Kernel Regression
 ICLR 2024 (arXiv:2402.00645).
 """
 
+import copy
+
 import numpy as np
-from sklearn.base import ClassifierMixin, MultiOutputMixin, RegressorMixin
+from sklearn.base import MultiOutputMixin, RegressorMixin
 from sklearn.metrics import accuracy_score, r2_score
-from sklearn.utils import check_array
+from sklearn.model_selection import KFold, StratifiedKFold
+from sklearn.utils import check_array, check_random_state
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import assert_all_finite, column_or_1d
 
+from ..utils._calibration import predict_log_proba_from
+from ..utils._class_weight import check_class_weight, row_weights
+from ..utils._classes import CALIBRATION_ATTR_DOC, CALIBRATION_DOC, OneVsAllClassifierMixin
 from ..utils._state import atomic
 from ._base import _STKRBase
 from ._labels import labeled_rows
@@ -210,7 +216,7 @@ class STKRRegressor(MultiOutputMixin, RegressorMixin, _STKRBase):
         self.verbose = verbose
 
     @atomic
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit on all rows of ``X``; rows with ``y`` NaN are unlabeled.
 
         Parameters
@@ -220,6 +226,11 @@ class STKRRegressor(MultiOutputMixin, RegressorMixin, _STKRBase):
             shape (n_samples, n_samples)).
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
             Targets; NaN marks an unlabeled row (all its targets NaN).
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights of the labeled rows' squared loss (those of unlabeled
+            rows are ignored): the labeled system becomes ``(K_s[L, L] + sum(w) * beta *
+            W^-1) alpha = y`` (``beta`` per unit of weight, so an integer weight
+            counts as that many copies of the row in the ridge system).
 
         Returns
         -------
@@ -250,7 +261,9 @@ class STKRRegressor(MultiOutputMixin, RegressorMixin, _STKRBase):
         if labeled.size == 0:
             raise ValueError("y has no labeled sample (every target is NaN); STKR needs at "
                              "least one labeled row.")
-        fitted = self._fit_targets(X, Y[labeled], labeled, coefs)
+        w = row_weights(None, y, sample_weight, (), X)
+        fitted, _ = self._fit_targets(X, Y[labeled], labeled, coefs,
+                                      None if w is None else _positive(w[labeled]))
         self.transduction_ = fitted[:, 0] if y.ndim == 1 else fitted
         self._single_target = y.ndim == 1
         return self
@@ -297,7 +310,7 @@ class STKRRegressor(MultiOutputMixin, RegressorMixin, _STKRBase):
         return r2_score(y[keep], self.predict(_take(X, keep)), sample_weight=sw)
 
 
-class STKRClassifier(ClassifierMixin, _STKRBase):
+class STKRClassifier(OneVsAllClassifierMixin, _STKRBase):
     """Spectrally transformed kernel classifier: one-vs-all STKR on one-hot targets.
 
     :class:`STKRRegressor` on the one-hot encoding of the classes; the predicted class
@@ -308,6 +321,16 @@ class STKRClassifier(ClassifierMixin, _STKRBase):
     Parameters
     ----------
     {params}
+    class_weight : dict, "balanced" or None, default=None
+        Weights of the classes in the labeled rows' squared loss, as scikit-learn's
+        classifiers take them (``"balanced"`` counts the labeled rows), multiplied
+        with ``sample_weight``. A class that is not among the labels is a ValueError.
+    {calibration}
+        Out-of-sample values: the model is refitted 5 times (fewer when there are
+        fewer labeled rows), each time with one fold of the labeled rows unlabeled
+        (stratified), on the same base kernel: each labeled row's decision value
+        comes from the fit that did not see its label (the STKR solve is linear in
+        the labels, so this costs five more solves and no kernel work).
 
     Attributes
     ----------
@@ -316,6 +339,12 @@ class STKRClassifier(ClassifierMixin, _STKRBase):
     transduction_ : ndarray of shape (n_samples,)
         Labels assigned to every training row (as
         :class:`~sklearn.semi_supervised.LabelSpreading`'s).
+    label_distributions_ : ndarray of shape (n_samples, n_classes) or None
+        The transductive probabilities of every training row: ``softmax`` of
+        ``calibration_temperature_`` times the fitted scores, rows normalised (as
+        :class:`~sklearn.semi_supervised.LabelSpreading`'s attribute); equal to
+        ``predict_proba`` on the training rows. None when ``calibration=None``.
+    {calibration_attr}
     {attrs}
 
     Raises
@@ -340,10 +369,22 @@ class STKRClassifier(ClassifierMixin, _STKRBase):
     True
     """
 
-    __init__ = STKRRegressor.__init__
+    def __init__(self, transformation="inverse_laplacian", *, eta=0.99, power=4, coefs=None,
+                 n_components=64, beta=1e-3, kernel="knn", gamma=None, degree=3, coef0=1,
+                 kernel_params=None, n_neighbors=7, solver="cg", tol=1e-4, max_iter=1000,
+                 cache_size=1024, backend=None, random_state=None, verbose=0,
+                 class_weight=None, calibration="auto"):
+        STKRRegressor.__init__(
+            self, transformation, eta=eta, power=power, coefs=coefs,
+            n_components=n_components, beta=beta, kernel=kernel, gamma=gamma, degree=degree,
+            coef0=coef0, kernel_params=kernel_params, n_neighbors=n_neighbors, solver=solver,
+            tol=tol, max_iter=max_iter, cache_size=cache_size, backend=backend,
+            random_state=random_state, verbose=verbose)
+        self.class_weight = class_weight
+        self.calibration = calibration
 
     @atomic
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit on all rows of ``X``; rows with ``y == -1`` (or NaN) are unlabeled.
 
         Parameters
@@ -353,6 +394,9 @@ class STKRClassifier(ClassifierMixin, _STKRBase):
         y : array-like of shape (n_samples,)
             Class labels of any type; ``-1`` (or NaN in a float ``y``) marks an
             unlabeled row.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights of the labeled rows (see :class:`STKRRegressor`),
+            multiplied by ``class_weight``; they also weight the calibration.
 
         Returns
         -------
@@ -368,6 +412,8 @@ class STKRClassifier(ClassifierMixin, _STKRBase):
             a fitted model as it was.
         """
         coefs = self._check_params()  # parameters before data, as scikit-learn
+        calibrate = self._check_calibration()
+        check_class_weight(self.class_weight)
         X = self._validate_X(X, reset=True)
         _require_y(self, y)
         y = _check_class_targets(y, X.shape[0])
@@ -379,12 +425,25 @@ class STKRClassifier(ClassifierMixin, _STKRBase):
         if classes.size < 2:  # as scikit-learn's classifiers
             raise ValueError(f"The number of classes has to be greater than one; got 1 class "
                              f"({classes[0]!r}) among the labeled rows of y.")
+        if sample_weight is not None:
+            sample_weight = row_weights(None, y, sample_weight, (), X)[labeled]
+        w = row_weights(self.class_weight, y[labeled], sample_weight, classes)
+        w = None if w is None else _positive(w)
         Y = np.zeros((labeled.size, classes.size))
         Y[np.arange(labeled.size), idx] = 1.0
-        fitted = self._fit_targets(X, Y, labeled, coefs)
+        folds = _calibration_folds(idx, self.random_state) if calibrate else None
+        fitted, oos = self._fit_targets(X, Y, labeled, coefs, w, folds)
         self.classes_ = classes
         self.transduction_ = classes[fitted.argmax(axis=1)]
+        beta = None if oos is None else self._temperature(self._layout(oos), idx, w)
+        self.calibration_temperature_ = beta
+        self.label_distributions_ = None if beta is None else \
+            np.exp(predict_log_proba_from(self._layout(fitted), beta))
         return self
+
+    def _layout(self, s):
+        """Scores (n, n_classes) in ``decision_function``'s layout."""
+        return s[:, 1] - s[:, 0] if s.shape[1] == 2 else s
 
     def decision_function(self, X):
         """One-vs-all scores (two classes: second minus first).
@@ -399,49 +458,7 @@ class STKRClassifier(ClassifierMixin, _STKRBase):
         scores : ndarray of shape (n_queries,) for two classes, else (n_queries, n_classes)
             One-vs-all regression scores.
         """
-        s = self._decision(X)
-        if self.classes_.size == 2:
-            return s[:, 1] - s[:, 0]
-        return s[:, 0] if s.shape[1] == 1 else s
-
-    def predict(self, X):
-        """Predicted class labels (inductive).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_queries, n_features)
-            Query rows.
-
-        Returns
-        -------
-        y_pred : ndarray of shape (n_queries,)
-            Class with the largest score.
-        """
-        s = self._decision(X)
-        return self.classes_[s.argmax(axis=1)]
-
-    def predict_proba(self, X):
-        """Class probabilities: the one-vs-all scores projected onto the simplex.
-
-        Each one-vs-all score is the STKR least-squares fit of a class indicator, an
-        estimate of ``P(y = c | x)``; the probabilities are the nearest point of the
-        probability simplex to the score vector (Euclidean projection, ``p_c =
-        max(s_c - tau, 0)`` with one ``tau`` per row; Martins & Astudillo, "From Softmax
-        to Sparsemax", ICML 2016). It keeps the order of the scores, so
-        ``argmax(predict_proba) == predict``, and for two classes ``p_1 = clip((1 +
-        decision_function) / 2, 0, 1)``, monotone in the decision.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_queries, n_features)
-            Query rows.
-
-        Returns
-        -------
-        proba : ndarray of shape (n_queries, n_classes), float64
-            Rows sum to 1, columns in the order of ``classes_``.
-        """
-        return _simplex_projection(self._decision(X))
+        return self._layout(self._decision(X))
 
     def score(self, X, y, sample_weight=None):
         """Accuracy on the labeled rows only (rows with ``y == -1`` are ignored).
@@ -483,14 +500,29 @@ def _take(X, rows):
     return X.iloc[rows] if hasattr(X, "iloc") else np.asarray(X)[rows]
 
 
-def _simplex_projection(S):
-    """Row-wise Euclidean projection onto ``{p >= 0, sum p = 1}``."""
-    z = np.sort(S, axis=1)[:, ::-1]
-    cum = np.cumsum(z, axis=1) - 1.0
-    j = np.arange(1, S.shape[1] + 1)
-    k = np.count_nonzero(z * j > cum, axis=1)  # support size (>= 1: the largest is in)
-    tau = cum[np.arange(S.shape[0]), k - 1] / k
-    return np.maximum(S - tau[:, None], 0.0)
+def _positive(w):
+    if not np.sum(w) > 0:
+        raise ValueError("sample_weight (times class_weight) is zero on every labeled row; "
+                         "at least one labeled row needs a positive weight.")
+    return w
+
+
+def _calibration_folds(idx, random_state, n_splits=5):
+    """Folds of the labeled rows (stratified when every class allows it)."""
+    counts = np.bincount(idx)
+    k = int(min(n_splits, idx.size))
+    if counts.min() >= k:
+        cv = StratifiedKFold(k, shuffle=True, random_state=_seed(random_state))
+    else:
+        cv = KFold(k, shuffle=True, random_state=_seed(random_state))
+    return list(cv.split(np.zeros((idx.size, 1)), idx))
+
+
+def _seed(random_state):
+    """An int seed from ``random_state`` without advancing a caller's generator."""
+    if random_state is None or isinstance(random_state, (int, np.integer)):
+        return random_state
+    return int(copy.deepcopy(check_random_state(random_state)).randint(2**31 - 1))
 
 
 def _check_class_targets(y, n):
@@ -517,6 +549,8 @@ def _check_class_targets(y, n):
 _names = "rbf, laplacian, matern, polynomial, linear, cosine, ntk, nngp"
 for _cls in (STKRRegressor, STKRClassifier):
     _params = _PARAMS_DOC.replace("{names}", _names).strip()
-    _cls.__doc__ = _cls.__doc__.replace("{params}", _params).replace("{attrs}",
-                                                                     _ATTRS_DOC.strip())
+    _cls.__doc__ = (_cls.__doc__.replace("{params}", _params)
+                    .replace("{attrs}", _ATTRS_DOC.strip())
+                    .replace("{calibration}", CALIBRATION_DOC)
+                    .replace("{calibration_attr}", CALIBRATION_ATTR_DOC.strip()))
 del _cls, _names, _params

@@ -102,7 +102,8 @@ def _horner(G, lam1, coefs, V):
     return u
 
 
-def solve_polynomial(G, lam1, coefs, labeled, Y, ridge, *, solver, tol, max_iter, monitor):
+def solve_polynomial(G, lam1, coefs, labeled, Y, ridge, *, solver, tol, max_iter, monitor,
+                     weights=None):
     """STKR-Prop for ``s(mu) = sum_p coefs[p-1] mu^p`` (coefficients >= 0).
 
     Parameters
@@ -115,6 +116,11 @@ def solve_polynomial(G, lam1, coefs, labeled, Y, ridge, *, solver, tol, max_iter
     Y : ndarray of shape (n, n_targets)
     ridge : float
         ``n * beta``.
+    weights : ndarray of shape (n,) or None
+        Row weights ``w >= 0`` of the squared loss: the system becomes
+        ``(G_s[L, L] + ridge W^-1) alpha = y``, solved in its symmetric form
+        ``(W^1/2 G_s[L, L] W^1/2 + ridge I) u = W^1/2 y``, ``alpha = W^1/2 u`` (a zero
+        weight gives a zero coefficient, no division).
     solver : {"cg", "richardson"}
     tol : float
         Relative residual ``||M alpha - y|| / ||y||`` to stop at.
@@ -136,32 +142,37 @@ def solve_polynomial(G, lam1, coefs, labeled, Y, ridge, *, solver, tol, max_iter
         out[labeled] = V
         return out
 
-    def apply(V):  # (G_s[L, L] + ridge I) V: q products with G
-        return G(_horner(G, lam1, coefs, embed(V)))[labeled] + ridge * V
+    sq = np.ones((len(labeled), 1)) if weights is None else np.sqrt(weights)[:, None]
+
+    def apply(V):  # (W^1/2 G_s[L, L] W^1/2 + ridge I) V: q products with G
+        return sq * G(_horner(G, lam1, coefs, embed(sq * V)))[labeled] + ridge * V
 
     if solver == "cg":
-        alpha, ok = _cg(apply, Y, tol, max_iter, monitor)
+        u, ok = _cg(apply, sq * Y, tol, max_iter, monitor)
     else:
         # eigenvalues of G_s[L, L] lie in [0, s(1) lambda_max(G[L, L])] (A^p <= A on [0, 1])
-        top = float(np.sum(coefs)) * _top_labeled(G, labeled)
-        alpha, ok = _richardson(apply, Y, 2.0 / (top + 2.0 * ridge), tol, max_iter, monitor)
+        top = float(np.sum(coefs)) * _top_labeled(G, labeled) * float(np.max(sq)) ** 2
+        u, ok = _richardson(apply, sq * Y, 2.0 / (top + 2.0 * ridge), tol, max_iter, monitor)
     n_iter = monitor.finish(ok)
-    theta = _horner(G, lam1, coefs, embed(alpha))
+    theta = _horner(G, lam1, coefs, embed(sq * u))
     return theta, G(theta), n_iter
 
 
 def solve_inverse_laplacian(G, lam1, eta, labeled, Y, ridge, *, solver, tol, max_iter,
-                            monitor):
+                            monitor, weights=None):
     """STKR-Prop for the inverse Laplacian ``s(mu) = mu / (1 - eta mu)``, ``0 <= eta < 1``.
 
     Parameters and returns as :func:`solve_polynomial`; the residual is measured in
-    the ``G`` norm, ``||E y - T theta||_G / ||E y||_G``.
+    the ``G`` norm, ``||E y - T theta||_G / ||E y||_G``. Row weights multiply the
+    labeled equations: ``T = D_w G + n beta Q``, right-hand side ``E W y`` (``G T``
+    stays symmetric, so CG applies unchanged).
     """
     N = G.n
+    w = np.ones(len(labeled)) if weights is None else np.asarray(weights, np.float64)
     d = np.zeros((N, 1))
-    d[labeled] = 1.0
+    d[labeled, 0] = w
     b = np.zeros((N, Y.shape[1]))
-    b[labeled] = Y
+    b[labeled] = w[:, None] * Y
     c = eta / lam1
 
     def T_from(V, GV):  # T V given G V: no product
@@ -193,7 +204,7 @@ def solve_inverse_laplacian(G, lam1, eta, labeled, Y, ridge, *, solver, tol, max
             rho = rho_new
     else:
         # G-Rayleigh quotients of T lie in [ridge (1 - eta), lambda_max(G[L, L]) + ridge]
-        step = 2.0 / (_top_labeled(G, labeled) + ridge * (2.0 - eta))
+        step = 2.0 / (_top_labeled(G, labeled) * float(np.max(w)) + ridge * (2.0 - eta))
         while not converged and k < max_iter:
             k += 1
             theta += step * r
@@ -210,14 +221,31 @@ def _top_labeled(G, labeled):
     return float(np.linalg.eigvalsh(block)[-1]) if block.size else 0.0
 
 
-def solve_kpca(G, n_components, labeled, Y, ridge, random_state):
+def kpca_basis(G, n_components, random_state):
+    """``(sigma, U)``: the top eigenpairs of ``G`` above ``1e-10 sigma_1`` (see
+    :func:`solve_kpca`), computed once per fit."""
+    sigma, U = G.eigh(n_components, random_state)
+    keep = sigma > 1e-10 * max(float(sigma[0]), 0.0)
+    if not np.all(keep):
+        warnings.warn(f"n_components={n_components} exceeds the numerical rank of the "
+                      f"kernel matrix; using the top {int(keep.sum())} eigenfunctions.",
+                      RuntimeWarning, stacklevel=4)
+        sigma, U = sigma[keep], U[:, keep]
+    if sigma.size == 0:
+        raise ValueError("the kernel matrix is numerically zero: no kernel-PCA component.")
+    return sigma, U
+
+
+def solve_kpca(basis, labeled, Y, ridge, weights=None):
     """Ridge on the top ``n_components`` kernel-PCA eigenfunctions of all points.
 
     The empirical eigenfunctions, normalised in ``L2`` of the empirical distribution,
     are ``psi_i(x) = sqrt(N) k(x, X) u_i / sigma_i`` for the eigenpairs
     ``(sigma_i, u_i)`` of ``G`` (so ``psi_i(x_j) = sqrt(N) u_ij``); the ridge
     ``w = (Psi_L^T Psi_L + n beta I)^-1 Psi_L^T y`` gives ``theta = U diag(sqrt(N) /
-    sigma) w``. Eigenvalues below ``1e-10 sigma_1`` are dropped with a warning.
+    sigma) w``. Eigenvalues below ``1e-10 sigma_1`` are dropped with a warning
+    (:func:`kpca_basis` gives ``basis``). Row weights: ``Psi_L^T W Psi_L`` and
+    ``Psi_L^T W y``.
 
     Returns
     -------
@@ -225,18 +253,11 @@ def solve_kpca(G, n_components, labeled, Y, ridge, random_state):
     n_kept : int
         Number of eigenfunctions used.
     """
-    N = G.n
-    sigma, U = G.eigh(n_components, random_state)
-    keep = sigma > 1e-10 * max(float(sigma[0]), 0.0)
-    if not np.all(keep):
-        warnings.warn(f"n_components={n_components} exceeds the numerical rank of the "
-                      f"kernel matrix; using the top {int(keep.sum())} eigenfunctions.",
-                      RuntimeWarning, stacklevel=3)
-        sigma, U = sigma[keep], U[:, keep]
-    if sigma.size == 0:
-        raise ValueError("the kernel matrix is numerically zero: no kernel-PCA component.")
+    sigma, U = basis
+    N = U.shape[0]
     Psi = np.sqrt(N) * U
     PL = Psi[labeled]
-    w = np.linalg.solve(PL.T @ PL + ridge * np.eye(PL.shape[1]), PL.T @ Y)
+    PW = PL.T if weights is None else PL.T * weights
+    w = np.linalg.solve(PW @ PL + ridge * np.eye(PL.shape[1]), PW @ Y)
     theta = U @ (np.sqrt(N) / sigma[:, None] * w)
     return theta, Psi @ w, sigma.size

@@ -1,14 +1,51 @@
-"""One-vs-all scores to labels: the decision function and predict of the classifiers."""
+"""One-vs-all scores to labels and probabilities: the classifiers' shared front.
 
+A classifier provides ``_decision(X)`` and ``classes_``; for probabilities it also
+calls :meth:`OneVsAllClassifierMixin._fit_calibration` in ``fit`` with out-of-sample
+decision values (held-out, cross-validated or prequential: each estimator says which)
+and exposes a ``calibration`` parameter. Everything else is here.
+"""
+
+import numpy as np
 from sklearn.base import ClassifierMixin
+from sklearn.exceptions import NotFittedError
+from sklearn.utils._available_if import available_if
+from sklearn.utils.validation import check_is_fitted
+
+from ._calibration import fit_temperature, predict_log_proba_from
+
+CALIBRATION_DOC = """calibration : {"auto"} or None, default="auto"
+        How ``predict_proba`` is obtained: ``"auto"`` fits one inverse temperature
+        ``calibration_temperature_`` on out-of-sample decision values (see the Notes),
+        and ``predict_proba`` is ``softmax(calibration_temperature_ *
+        decision_function)`` (two classes: its sigmoid). None (or False) fits no
+        calibration and removes ``predict_proba`` / ``predict_log_proba``
+        (``hasattr`` is False, as for :class:`sklearn.svm.SVC` with
+        ``probability=False``)."""
+
+CALIBRATION_ATTR_DOC = """calibration_temperature_ : float or None
+        Inverse temperature ``beta > 0`` of ``predict_proba``: the minimiser of the
+        (weighted) log-loss of ``softmax(beta * decision)`` over the out-of-sample
+        decision values; None when ``calibration=None``."""
+
+
+def _calibration_on(est):
+    c = getattr(est, "calibration", None)  # a classifier without the parameter has none
+    return not (c is None or c is False)
 
 
 class OneVsAllClassifierMixin(ClassifierMixin):
-    """``decision_function`` and ``predict`` from per-class regression outputs.
+    """``decision_function``, ``predict`` and calibrated ``predict_proba``.
 
     The estimator provides ``_decision(X) -> (n_samples, n_outputs)`` and ``classes_``.
     Two classes are fitted as one output (positive for ``classes_[1]``, shifted by
-    ``_binary_offset``), more classes as one output per class.
+    ``_binary_offset``), more classes as one output per class; an estimator with
+    another layout overrides ``decision_function`` (1-D for two classes, positive
+    for ``classes_[1]``; else one column per class, the largest predicted).
+
+    Probabilities are a softmax of the decision values at one inverse temperature
+    fitted on out-of-sample values (:mod:`kernelkit.utils._calibration`): one
+    positive scale keeps the arg-max, so ``argmax(predict_proba) == predict``.
     """
 
     _binary_offset = 0.0  # the output's decision threshold for two classes
@@ -42,3 +79,78 @@ class OneVsAllClassifierMixin(ClassifierMixin):
         scores = self.decision_function(X)
         idx = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
         return self.classes_[idx]
+
+    # ------------------------------------------------------------ calibration
+    def _check_calibration(self):
+        """The ``calibration`` parameter as a bool (checked before the data in ``fit``)."""
+        c = self.calibration
+        if c is None or c is False:
+            return False
+        if c is True or (isinstance(c, str) and c == "auto"):
+            return True
+        raise ValueError(f"calibration must be 'auto' or None, got {c!r}.")
+
+    def _temperature(self, decision, y_idx, sample_weight=None):
+        """The inverse temperature for out-of-sample ``decision`` values (None when off).
+
+        ``decision`` has ``decision_function``'s layout, ``y_idx`` the true class index
+        of each row in ``classes_``; rows with zero weight do not count.
+        """
+        if not self._check_calibration():
+            return None
+        decision = np.asarray(decision, dtype=np.float64)
+        if decision.ndim == 2 and decision.shape[1] == 1:
+            decision = decision[:, 0]
+        if sample_weight is not None and not np.sum(sample_weight) > 0:
+            sample_weight = None  # no weighted row among them: all count alike
+        return fit_temperature(decision, y_idx, sample_weight)
+
+    def _fit_calibration(self, decision, y_idx, sample_weight=None):
+        """Set ``calibration_temperature_`` from out-of-sample decision values."""
+        self.calibration_temperature_ = self._temperature(decision, y_idx, sample_weight)
+        return self
+
+    @available_if(_calibration_on)
+    def predict_log_proba(self, X):
+        """``log(predict_proba(X))`` (``-inf`` where a probability underflows to 0,
+        as scikit-learn's classifiers).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_samples, n_classes), float64
+        """
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    @available_if(_calibration_on)
+    def predict_proba(self, X):
+        """Class probabilities ``softmax(calibration_temperature_ * decision_function(X))``.
+
+        For two classes ``p_1 = sigmoid(calibration_temperature_ * decision_function(X))``.
+        ``argmax(predict_proba(X)) == predict(X)`` (ties aside).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes), float64
+            Rows sum to 1; columns in the order of ``classes_``.
+
+        Raises
+        ------
+        AttributeError
+            With ``calibration=None`` (``hasattr(est, "predict_proba")`` is False).
+        """
+        check_is_fitted(self)
+        beta = getattr(self, "calibration_temperature_", None)
+        if beta is None:
+            raise NotFittedError(f"This {type(self).__name__} was fitted with "
+                                 "calibration=None; refit it with calibration='auto' to "
+                                 "use predict_proba.")
+        return np.exp(predict_log_proba_from(self.decision_function(X), beta))
