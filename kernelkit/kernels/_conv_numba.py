@@ -1,0 +1,193 @@
+"""Numba twin of :mod:`._conv_numpy`: the recursion of one image pair at a time.
+
+A tile of pairs runs in one compiled call that holds one pair's state (four flat
+buffers of the largest ``h * w`` squared, or ``h * w`` for the equal-position state)
+and releases the GIL, so kernelkit's thread pool runs tiles side by side. Summation
+orders follow the NumPy reference (filter offsets in the same order).
+"""
+
+import math
+
+import numba as nb
+import numpy as np
+
+_PI = math.pi
+
+
+@nb.njit(inline="always", cache=True)
+def _relu(k, qa, qb):
+    p = math.sqrt(qa * qb)
+    c = k / p if p > 0 else 0.0
+    c = min(1.0, max(-1.0, c))
+    th = math.acos(c)
+    sn = math.sqrt((1.0 - c) * (1.0 + c))  # sin(th), one transcendental less
+    return p * (sn + (_PI - th) * c) / (2 * _PI), (_PI - th) / (2 * _PI)
+
+
+@nb.njit(inline="always", cache=True)
+def _erf(k, qa, qb):
+    a, b = 1.0 + 2.0 * qa, 1.0 + 2.0 * qb
+    p = math.sqrt(qa * qb)
+    gap = a + b - 1.0 + 4.0 * max((p - k) * (p + k), 0.0)
+    c = min(1.0, max(-1.0, 2.0 * k / math.sqrt(a * b)))
+    return (2.0 / _PI) * math.asin(c), (4.0 / _PI) / math.sqrt(gap)
+
+
+@nb.njit(nogil=True, cache=True)
+def _input(xa, xb, K, full):
+    H, W, C = xa.shape
+    P = H * W
+    for p1 in range(P):
+        i1, j1 = p1 // W, p1 % W
+        if not full:
+            s = 0.0
+            for c in range(C):
+                s += xa[i1, j1, c] * xb[i1, j1, c]
+            K[p1] = s / C
+            continue
+        for p2 in range(P):
+            i2, j2 = p2 // W, p2 % W
+            s = 0.0
+            for c in range(C):
+                s += xa[i1, j1, c] * xb[i2, j2, c]
+            K[p1 * P + p2] = s / C
+
+
+@nb.njit(nogil=True, cache=True)
+def _conv(S, out, f, pb, hi, wi, ho, wo, full):
+    """``out`` = sum over the filter offsets of ``S`` (zero outside the map).
+
+    Shift-and-add, offset by offset in the reference's order (same rounding), over
+    contiguous runs of the last axis (vectorised) with the edges cut out of the ranges.
+    """
+    Pi, Po = hi * wi, ho * wo
+    n = Po * Po if full else Po
+    out[:n] = 0.0
+    for u in range(f):
+        for v in range(f):
+            lo, up = max(0, pb - v), min(wo, wi + pb - v)  # j with 0 <= j + v - pb < wi
+            for i1 in range(max(0, pb - u), min(ho, hi + pb - u)):
+                a1 = i1 + u - pb
+                if not full:
+                    for j in range(lo, up):
+                        out[i1 * wo + j] += S[a1 * wi + j + v - pb]
+                    continue
+                for j1 in range(lo, up):
+                    r_out, r_in = (i1 * wo + j1) * Po, (a1 * wi + j1 + v - pb) * Pi
+                    for i2 in range(max(0, pb - u), min(ho, hi + pb - u)):
+                        o, s = r_out + i2 * wo, r_in + (i2 + u - pb) * wi + v - pb
+                        for j2 in range(lo, up):
+                            out[o + j2] += S[s + j2]
+
+
+@nb.njit(nogil=True, cache=True)
+def _pool(S, out, s, hi, wi, ho, wo):
+    Pi, Po = hi * wi, ho * wo
+    inv = 1.0 / (s * s * s * s)
+    for p1 in range(Po):
+        i1, j1 = p1 // wo, p1 % wo
+        for p2 in range(Po):
+            i2, j2 = p2 // wo, p2 % wo
+            acc = 0.0
+            for u1 in range(s):
+                for v1 in range(s):
+                    r = ((i1 * s + u1) * wi + j1 * s + v1) * Pi
+                    for u2 in range(s):
+                        base = r + (i2 * s + u2) * wi + j2 * s
+                        for v2 in range(s):
+                            acc += S[base + v2]
+            out[p1 * Po + p2] = acc * inv
+
+
+@nb.njit(nogil=True, cache=True)
+def _pair(xa, xb, qa, qb, program, readout, w2, b2, want_ntk, full, self_mode, K, T, K2, T2):
+    """NNGP and NTK of one pair (``self_mode``: of ``xa`` with itself, writing ``qa``)."""
+    _input(xa, xb, K, full)
+    h, w = xa.shape[0], xa.shape[1]
+    n = (h * w) ** 2 if full else h * w
+    if want_ntk:
+        T[:n] = 0.0
+    for r in range(program.shape[0]):
+        code, size, pb = program[r, 0], program[r, 1], program[r, 2]
+        hi, wi, ho, wo, off = program[r, 3], program[r, 4], program[r, 5], program[r, 6], \
+            program[r, 7]
+        P = hi * wi
+        if code == 0:  # conv
+            scale = w2 / (size * size)
+            _conv(K, K2, size, pb, hi, wi, ho, wo, full)
+            if want_ntk:
+                _conv(T, T2, size, pb, hi, wi, ho, wo, full)
+            n = (ho * wo) ** 2 if full else ho * wo
+            for e in range(n):
+                K2[e] = scale * K2[e] + b2
+                if want_ntk:
+                    T2[e] = K2[e] + scale * T2[e]
+            K, K2 = K2, K
+            T, T2 = T2, T
+        elif code == 3:  # average pool (full state only)
+            _pool(K, K2, size, hi, wi, ho, wo)
+            if want_ntk:
+                _pool(T, T2, size, hi, wi, ho, wo)
+            K, K2 = K2, K
+            T, T2 = T2, T
+        else:
+            if self_mode:
+                for p in range(P):
+                    qa[off + p] = K[p * P + p] if full else K[p]
+            qs = qa if self_mode else qb
+            for p1 in range(P):
+                for p2 in range(P if full else 1):
+                    e = p1 * P + p2 if full else p1
+                    b = qs[off + p2] if full else qs[off + p1]
+                    if code == 1:
+                        k, fac = _relu(K[e], qa[off + p1], b)
+                    else:
+                        k, fac = _erf(K[e], qa[off + p1], b)
+                    K[e] = k
+                    if want_ntk:
+                        T[e] *= fac
+        h, w = ho, wo
+    P = h * w
+    rk, rt = 0.0, 0.0
+    if full and readout == 0:
+        for p in range(P):
+            rk += K[p * P + p]
+            if want_ntk:
+                rt += T[p * P + p]
+        rk, rt = rk / P, rt / P
+    else:
+        n = P * P if full else P
+        for e in range(n):
+            rk += K[e]
+            if want_ntk:
+                rt += T[e]
+        rk, rt = rk / n, rt / n
+    nngp = w2 * rk + b2
+    return nngp, nngp + w2 * rt
+
+
+def _scratch(size, want_ntk):
+    nt = size if want_ntk else 1  # NNGP only: the T buffers are never read
+    return np.empty(size), np.empty(nt), np.empty(size), np.empty(nt)
+
+
+@nb.njit(nogil=True, cache=True)
+def _pairs(A, B, QA, QB, ii, jj, program, readout, w2, b2, want_ntk, full, self_mode, out,
+           K, T, K2, T2):
+    for k in range(ii.shape[0]):
+        i, j = ii[k], jj[k]
+        nngp, ntk = _pair(A[i], B[j], QA[i], QB[j], program, readout, w2, b2, want_ntk, full,
+                          self_mode, K, T, K2, T2)
+        out[k] = ntk if want_ntk else nngp
+
+
+def run_pairs(A, B, QA, QB, ii, jj, prog, w2, b2, want_ntk, full, self_mode, state_size):
+    """Values of the pairs ``(A[ii[k]], B[jj[k]])``, one pair's state at a time.
+
+    With ``self_mode`` (``B is A``, ``ii == jj``) the pairs are images with
+    themselves and their variance trajectories are written into ``QA``.
+    """
+    out = np.empty(ii.shape[0])
+    _pairs(A, B, QA, QB, ii, jj, prog[0], prog[1], w2, b2, want_ntk, full, self_mode, out,
+           *_scratch(state_size, want_ntk))
+    return out
