@@ -328,7 +328,8 @@ class STKRClassifier(OneVsAllClassifierMixin, _STKRBase):
     {calibration}
         Out-of-sample values: the model is refitted 5 times (fewer when there are
         fewer labeled rows), each time with one fold of the labeled rows unlabeled
-        (stratified), on the same base kernel: each labeled row's decision value
+        (stratified; shuffled by ``random_state``, in row order when it is None),
+        on the same base kernel: each labeled row's decision value
         comes from the fit that did not see its label (the STKR solve is linear in
         the labels, so this costs five more solves and no kernel work).
 
@@ -508,13 +509,12 @@ def _positive(w):
 
 
 def _calibration_folds(idx, random_state, n_splits=5):
-    """Folds of the labeled rows (stratified when every class allows it)."""
+    """Folds of the labeled rows (stratified when every class allows it), shuffled by
+    ``random_state``; None keeps the rows' order (the fit stays deterministic)."""
     counts = np.bincount(idx)
     k = int(min(n_splits, idx.size))
-    if counts.min() >= k:
-        cv = StratifiedKFold(k, shuffle=True, random_state=_seed(random_state))
-    else:
-        cv = KFold(k, shuffle=True, random_state=_seed(random_state))
+    kw = {} if random_state is None else dict(shuffle=True, random_state=_seed(random_state))
+    cv = StratifiedKFold(k, **kw) if counts.min() >= k else KFold(k, **kw)
     return list(cv.split(np.zeros((idx.size, 1)), idx))
 
 
