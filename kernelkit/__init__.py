@@ -4,6 +4,14 @@ from ._config import config_context, get_config, set_config
 from .eigenpro import EigenProClassifier, EigenProRegressor
 from .leverage import SQUEAK, INKEstimate, RLSNystroem, effective_dimension, ridge_leverage_scores
 from .online import KONSClassifier, KONSRegressor
+from .random_features import (
+    ArcCosineFeatures,
+    NTKRandomFeatures,
+    RandomFeaturesClassifier,
+    RandomFeaturesRegressor,
+    RandomFourierFeatures,
+    TensorSketch,
+)
 from .ridge import (
     FalkonClassifier,
     FalkonRegressor,
@@ -31,5 +39,7 @@ __all__ = [
     "KernelThinning", "kernel_thinning",
     "KONSRegressor", "KONSClassifier",
     "STKRRegressor", "STKRClassifier",
+    "RandomFourierFeatures", "ArcCosineFeatures", "NTKRandomFeatures", "TensorSketch",
+    "RandomFeaturesRegressor", "RandomFeaturesClassifier",
     "__version__",
 ]
