@@ -231,17 +231,17 @@ def test_classifier_loo_decision_values_equal_explicit_refits():
 
 
 # --------------------------------------------------------- per-target alphas and the refit
-def test_alpha_per_target_equals_separate_fits():
+@pytest.mark.parametrize("cv, solver", [(None, "exact"), ("gcv", "exact"), (3, "exact"),
+                                        (None, "nystrom")])
+def test_alpha_per_target_equals_separate_fits(cv, solver):
     X, Y = _data(targets=3)
-    for cv in (None, "gcv", 3):
-        joint = KernelRidgeCV(ALPHAS, kernel="rbf", gamma=0.4, cv=cv,
-                              alpha_per_target=True).fit(X, Y)
-        single = [KernelRidgeCV(ALPHAS, kernel="rbf", gamma=0.4, cv=cv).fit(X, Y[:, j])
-                  for j in range(3)]
-        assert_array_equal(joint.alpha_, [s.alpha_ for s in single])
-        assert_allclose(joint.best_score_, [s.best_score_ for s in single], rtol=1e-9)
-        assert_allclose(joint.predict(X), np.column_stack([s.predict(X) for s in single]),
-                        atol=1e-9)
+    kw = dict(kernel="rbf", gamma=0.4, cv=cv, solver=solver, n_centers=30)
+    joint = KernelRidgeCV(ALPHAS, alpha_per_target=True, **kw).fit(X, Y)
+    single = [KernelRidgeCV(ALPHAS, **kw).fit(X, Y[:, j]) for j in range(3)]
+    assert_array_equal(joint.alpha_, [s.alpha_ for s in single])
+    assert_allclose(joint.best_score_, [s.best_score_ for s in single], rtol=1e-9)
+    assert_allclose(joint.predict(X), np.column_stack([s.predict(X) for s in single]),
+                    atol=1e-9 if solver == "exact" else 1e-5)
 
 
 def test_refit_equals_kernel_ridge_at_the_selection():
@@ -331,25 +331,29 @@ def test_callable_kernel_grid_over_its_keyword_arguments():
 
 
 @pytest.mark.parametrize("scale", [1e-200, 1e-30, 1e30, 1e150])
-@pytest.mark.parametrize("cv", [None, "gcv", 3])
-def test_selection_is_scale_free_in_the_targets(scale, cv):
+@pytest.mark.parametrize("cv, solver", [(None, "exact"), ("gcv", "exact"), (3, "exact"),
+                                        (None, "nystrom"), ("gcv", "nystrom")])
+def test_selection_is_scale_free_in_the_targets(scale, cv, solver):
     X, y = _data()
-    grid = {"gamma": [0.1, 1.0]}
-    ref = KernelRidgeCV(ALPHAS, kernel="rbf", param_grid=grid, cv=cv).fit(X, y)
+    kw = dict(kernel="rbf", param_grid={"gamma": [0.1, 1.0]}, cv=cv, solver=solver,
+              n_centers=12, random_state=0)
+    ref = KernelRidgeCV(ALPHAS, **kw).fit(X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        big = KernelRidgeCV(ALPHAS, kernel="rbf", param_grid=grid, cv=cv).fit(X, y * scale)
+        big = KernelRidgeCV(ALPHAS, **kw).fit(X, y * scale)
     assert (big.alpha_, big.best_params_) == (ref.alpha_, ref.best_params_)
-    assert_allclose(big.predict(X) / scale, ref.predict(X), rtol=1e-9, atol=1e-12)
+    tol = 1e-9 if solver == "exact" else 1e-5  # FALKON's default tol in the refit
+    assert_allclose(big.predict(X) / scale, ref.predict(X), rtol=tol, atol=tol * 1e-3)
     if scale >= 1e-30:  # squared scores stay in float64's range: they scale with y^2
         unit = scale**2 if cv in (None, "gcv") else 1.0
         assert_allclose(big.scores_ / unit, ref.scores_, rtol=1e-9)
 
 
-def test_round_off_alphas_warn():
+@pytest.mark.parametrize("solver", ["exact", "nystrom"])
+def test_round_off_alphas_warn(solver):
     X, y = _data()
     with pytest.warns(RuntimeWarning, match="round-off"):
-        KernelRidgeCV((1e-18, 1.0), kernel="rbf").fit(X, y)
+        KernelRidgeCV((1e-18, 1.0), kernel="rbf", solver=solver, n_centers=20).fit(X, y)
 
 
 # -------------------------------------------------------------- Nystrom (FALKON) path
@@ -436,6 +440,13 @@ def test_nystrom_classifier_selection_and_falkon_refit():
     loo = Knm[4] @ _nystrom_refit(Knm[keep], Kmm, Y[keep], ALPHAS[1])
     assert_allclose(cv.cv_results_[4, :, 1], loo, atol=1e-8)
     assert_array_equal(cv.predict(X), cv.best_estimator_.predict(X))
+
+
+def test_nystrom_model_has_no_gaussian_process_moments():
+    X, y = _data()
+    cv = KernelRidgeCV(ALPHAS, kernel="rbf", solver="nystrom", n_centers=10).fit(X, y)
+    with pytest.raises(ValueError, match="return_std"):
+        cv.predict(X, return_std=True)
 
 
 def test_auto_solver_is_exact_up_to_the_crossover(monkeypatch):

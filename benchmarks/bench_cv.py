@@ -1,0 +1,245 @@
+"""Model selection at the cost of one fit: KernelRidgeCV against refitting searches.
+
+Parts (Fashion-MNIST, Gaussian kernel, pixels in [0, 1]; test accuracy on the 10,000 test
+images; every model selects by the accuracy of its held-out predictions except himalaya,
+which scores by its own squared loss, per target):
+
+(a) ``n_a`` training images (5,000), ``G`` gammas x ``A`` alphas (8 x 10):
+    scikit-learn ``GridSearchCV(KernelRidge, cv=5)`` on the {-1, 1} one-vs-all targets,
+    himalaya ``KernelRidgeCV(cv=5)`` looped over the gammas (its alpha per target; the
+    gamma of the best mean CV score), and kernelkit ``KernelRidgeClassifierCV`` (exact
+    leave-one-out, one eigendecomposition per gamma). Time of the whole selection and
+    refit, and test accuracy.
+(b) All 60,000 training images: kernelkit ``KernelRidgeClassifierCV(solver="nystrom")``
+    over ``6 x 8`` with ``n_centers`` centers (leave-one-out of the FALKON estimator on
+    those centers, then the final FALKON fit), against
+    ``GridSearchCV(FalkonClassifier, cv=3)`` with the same centers count, **timed on a
+    reduced grid** (``2 x 2``) **and extrapolated** to the full grid (CV part scaled by
+    the grid ratio, plus its one refit as measured).
+
+Usage::
+
+    python benchmarks/bench_cv.py            # full run; writes results_cv.json and the
+                                             # section in RESULTS.md
+    python benchmarks/bench_cv.py --quick    # small sizes, prints only
+    python benchmarks/bench_cv.py --parts a
+"""
+
+import os
+
+os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+from _common import (  # noqa: E402 (benchmarks/ is on sys.path)
+    MD_HEADER, git_state, load_fashion_mnist, machine_info, write_section)
+
+HERE = Path(__file__).resolve().parent
+JSON_PATH = HERE / "results_cv.json"
+MD_PATH = HERE / "RESULTS.md"
+SECTION = "## Model selection (bench_cv.py)"
+SEED = 0
+FULL = {"n_a": 5000, "gammas_a": list(np.geomspace(0.005, 0.08, 8)),
+        "alphas_a": list(np.geomspace(1e-4, 10.0, 10)), "folds_a": 5,
+        "n_b": 60_000, "centers_b": 3000, "gammas_b": list(np.geomspace(0.005, 0.08, 6)),
+        "alphas_b": list(np.geomspace(1e-3, 100.0, 8)), "reduced_b": (2, 2), "folds_b": 3,
+        "tol_b": 1e-3, "n_test": 10_000}
+QUICK = {"n_a": 600, "gammas_a": [0.01, 0.03], "alphas_a": [1e-2, 1e-1, 1.0], "folds_a": 5,
+         "n_b": 3000, "centers_b": 200, "gammas_b": [0.01, 0.03],
+         "alphas_b": [1e-1, 1.0, 10.0], "reduced_b": (1, 2), "folds_b": 3, "tol_b": 1e-3,
+         "n_test": 2000}
+
+
+def fm_data(n, n_test, seed=SEED):
+    Xa, ya, Xt, yt = load_fashion_mnist()
+    rng = np.random.RandomState(seed)
+    if n < len(ya):
+        idx = np.sort(rng.choice(len(ya), n, replace=False))
+        Xa, ya = Xa[idx], ya[idx]
+    return Xa, ya, Xt[:n_test], yt[:n_test]
+
+
+def signs(y):
+    """The {-1, 1} one-vs-all coding KernelRidgeClassifier fits."""
+    return np.where(y[:, None] == np.arange(10), 1.0, -1.0)
+
+
+def argmax_accuracy(est, X, Y):
+    """Scorer for regressors on the {-1, 1} coding: accuracy of the argmax."""
+    return float(np.mean(est.predict(X).argmax(1) == Y.argmax(1)))
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+# ------------------------------------------------------------------------ parts
+def part_a(cfg):
+    from sklearn.kernel_ridge import KernelRidge
+    from sklearn.model_selection import GridSearchCV
+
+    from kernelkit import KernelRidgeClassifierCV
+
+    X, y, Xt, yt = fm_data(cfg["n_a"], cfg["n_test"])
+    gammas, alphas = cfg["gammas_a"], cfg["alphas_a"]
+    rows = []
+    ours, t = timed(lambda: KernelRidgeClassifierCV(
+        alphas, kernel="rbf", param_grid={"gamma": gammas}, scoring="accuracy",
+        solver="exact").fit(X, y))
+    rows.append({"model": "kernelkit KernelRidgeClassifierCV (leave-one-out)", "time_s": t,
+                 "accuracy": float(np.mean(ours.predict(Xt) == yt)),
+                 "gamma": ours.best_params_["gamma"], "alpha": float(ours.alpha_),
+                 "kernels": ours.n_kernel_evaluations_})
+    print(f"  {rows[-1]}", flush=True)
+    grid = GridSearchCV(KernelRidge(kernel="rbf"), {"alpha": alphas, "gamma": gammas},
+                        cv=cfg["folds_a"], scoring=argmax_accuracy)
+    grid, t = timed(lambda: grid.fit(X, signs(y)))
+    rows.append({"model": f"scikit-learn GridSearchCV(KernelRidge, cv={cfg['folds_a']})",
+                 "time_s": t, "accuracy": float(np.mean(grid.predict(Xt).argmax(1) == yt)),
+                 "gamma": grid.best_params_["gamma"], "alpha": grid.best_params_["alpha"]})
+    print(f"  {rows[-1]}", flush=True)
+    try:
+        from himalaya.kernel_ridge import KernelRidgeCV as HimalayaKRCV
+    except ImportError:
+        rows.append({"model": "himalaya KernelRidgeCV", "skipped": "himalaya not installed"})
+        return rows
+
+    def himalaya():
+        best = None
+        for g in gammas:  # himalaya tunes alpha only: one fit per gamma
+            m = HimalayaKRCV(alphas=np.asarray(alphas), kernel="rbf", kernel_params={"gamma": g},
+                             cv=cfg["folds_a"], warn=False).fit(X, signs(y))
+            score = float(np.mean(m.cv_scores_))
+            if best is None or score > best[0]:
+                best = (score, g, m)
+        return best
+
+    (score, g, m), t = timed(himalaya)
+    rows.append({"model": f"himalaya KernelRidgeCV (cv={cfg['folds_a']}, alpha per target, "
+                          "looped over gammas)", "time_s": t,
+                 "accuracy": float(np.mean(np.asarray(m.predict(Xt)).argmax(1) == yt)),
+                 "gamma": g, "alpha": "per target"})
+    print(f"  {rows[-1]}", flush=True)
+    return rows
+
+
+def part_b(cfg):
+    from sklearn.model_selection import GridSearchCV
+
+    from kernelkit import KernelRidgeClassifierCV
+    from kernelkit.ridge import FalkonClassifier
+
+    X, y, Xt, yt = fm_data(cfg["n_b"], cfg["n_test"])
+    m, gammas, alphas = cfg["centers_b"], cfg["gammas_b"], cfg["alphas_b"]
+    rows = []
+    ours, t = timed(lambda: KernelRidgeClassifierCV(
+        alphas, kernel="rbf", param_grid={"gamma": gammas}, scoring="accuracy",
+        solver="nystrom", n_centers=m, random_state=SEED).fit(X, y))
+    rows.append({"model": "kernelkit KernelRidgeClassifierCV(solver='nystrom') + final FALKON",
+                 "time_s": t, "accuracy": float(np.mean(ours.predict(Xt) == yt)),
+                 "gamma": ours.best_params_["gamma"], "alpha": float(ours.alpha_),
+                 "grid": f"{len(gammas)} x {len(alphas)}", "measured": True})
+    print(f"  {rows[-1]}", flush=True)
+    kg, ka = cfg["reduced_b"]
+    # the reduced grid around the middle of the full one
+    sub_g = list(np.asarray(gammas)[np.linspace(0, len(gammas) - 1, kg + 2)[1:-1].round()
+                                    .astype(int)])
+    sub_a = list(np.asarray(alphas)[np.linspace(0, len(alphas) - 1, ka + 2)[1:-1].round()
+                                    .astype(int)])
+    peer = GridSearchCV(FalkonClassifier(n_centers=m, tol=cfg["tol_b"], random_state=SEED),
+                        {"gamma": sub_g, "alpha": sub_a}, cv=cfg["folds_b"],
+                        scoring="accuracy")
+    peer, t = timed(lambda: peer.fit(X, y))
+    res = peer.cv_results_
+    cv_s = float(np.sum(res["mean_fit_time"] + res["mean_score_time"]) * cfg["folds_b"])
+    ratio = len(gammas) * len(alphas) / (kg * ka)
+    rows.append({"model": f"GridSearchCV(FalkonClassifier, cv={cfg['folds_b']}), reduced grid",
+                 "time_s": t, "accuracy": float(np.mean(peer.predict(Xt) == yt)),
+                 "gamma": peer.best_params_["gamma"], "alpha": peer.best_params_["alpha"],
+                 "grid": f"{kg} x {ka}", "measured": True, "cv_s": cv_s,
+                 "refit_s": float(peer.refit_time_)})
+    rows.append({"model": f"GridSearchCV(FalkonClassifier, cv={cfg['folds_b']}), full grid "
+                          "(extrapolated)", "time_s": cv_s * ratio + float(peer.refit_time_),
+                 "grid": f"{len(gammas)} x {len(alphas)}", "measured": False})
+    for r in rows[-2:]:
+        print(f"  {r}", flush=True)
+    return rows
+
+
+# ------------------------------------------------------------------------ report
+def _table(rows):
+    L = ["| model | grid | time (s) | test accuracy | selected gamma | selected alpha |",
+         "|---|---|---|---|---|---|"]
+    for r in rows:
+        if "skipped" in r:
+            L.append(f"| {r['model']} | skipped: {r['skipped']} | | | | |")
+            continue
+        acc = f"{r['accuracy']:.4f}" if "accuracy" in r else "—"
+        g = f"{r['gamma']:.4g}" if "gamma" in r else "—"
+        a = r.get("alpha", "—")
+        a = f"{a:.3g}" if isinstance(a, float) else a
+        t = f"{r['time_s']:.1f}" + ("" if r.get("measured", True) else " (extrapolated)")
+        L.append(f"| {r['model']} | {r.get('grid', '')} | {t} | {acc} | {g} | {a} |")
+    return L
+
+
+def render(res):
+    cfg = res["config"]
+    m = res["machine"]
+    L = [SECTION, "",
+         f"Run {res['timestamp']} ({(res['git']['commit'] or '')[:10]}) on {m['cpu_count']} "
+         f"CPUs ({m['cpu_model']}); load average before/after {res['loadavg_before']} / "
+         f"{res.get('loadavg_after')}. Fashion-MNIST, Gaussian kernel, "
+         f"{cfg['n_test']:,} test images; in-process, one after the other.", ""]
+    if res.get("part_a"):
+        L += [f"### (a) n = {cfg['n_a']:,}: {len(cfg['gammas_a'])} gammas x "
+              f"{len(cfg['alphas_a'])} alphas", ""] + _table(res["part_a"]) + [""]
+    if res.get("part_b"):
+        L += [f"### (b) n = {cfg['n_b']:,}, {cfg['centers_b']:,} centers: Nyström selection "
+              f"vs GridSearchCV(FalkonClassifier)", "",
+              f"The GridSearchCV row marked extrapolated was not run: its CV part is the "
+              f"reduced grid's, scaled by the ratio of grid sizes, plus the reduced run's "
+              f"one refit; FALKON's tol {cfg['tol_b']:g} in the peer, default in "
+              "kernelkit's final fit.", ""] + _table(res["part_b"]) + [""]
+    return "\n".join(L)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes; write no files")
+    parser.add_argument("--parts", default="a,b", help="comma-separated parts to run")
+    args = parser.parse_args(argv)
+    cfg = QUICK if args.quick else FULL
+    res = {"timestamp": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+           "quick": args.quick, "config": cfg, "seed": SEED,
+           "loadavg_before": [round(x, 2) for x in os.getloadavg()],
+           "machine": machine_info(peers=("himalaya",)), "git": git_state()}
+    if JSON_PATH.exists() and not args.quick:  # keep parts not rerun
+        old = json.loads(JSON_PATH.read_text())
+        res.update({k: v for k, v in old.items() if k.startswith("part_")})
+    parts = {"a": part_a, "b": part_b}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # convergence notes of the peers' many fits
+        for p in args.parts.split(","):
+            print(f"part ({p})", flush=True)
+            res[f"part_{p}"] = parts[p](cfg)
+            res["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
+            if not args.quick:
+                JSON_PATH.write_text(json.dumps(res, indent=2, default=float) + "\n")
+    section = render(res)
+    print("\n" + section)
+    if not args.quick:
+        write_section(MD_PATH, SECTION, MD_HEADER, section)
+        print(f"wrote {JSON_PATH.name} and {MD_PATH.name}")
+
+
+if __name__ == "__main__":
+    main()
