@@ -442,6 +442,25 @@ def test_nystrom_classifier_selection_and_falkon_refit():
     assert_array_equal(cv.predict(X), cv.best_estimator_.predict(X))
 
 
+@pytest.mark.parametrize("backend", ["numba"])
+def test_nystrom_kernel_blocks_agree_across_engines_and_callables(backend):
+    X, y = _data(n=50)
+    kw = dict(solver="nystrom", n_centers=20, random_state=1)
+    ref = KernelRidgeCV(ALPHAS, kernel="rbf", param_grid={"gamma": [0.2, 1.0]},
+                        backend="numpy", **kw).fit(X, y)
+    eng = KernelRidgeCV(ALPHAS, kernel="rbf", param_grid={"gamma": [0.2, 1.0]},
+                        backend=backend, **kw).fit(X, y)
+
+    def scaled_rbf(A, B, scale=1.0):
+        return rbf_kernel(A, B, gamma=scale)
+
+    host = KernelRidgeCV(ALPHAS, kernel=scaled_rbf, param_grid={"scale": [0.2, 1.0]},
+                         **kw).fit(X, y)
+    assert_array_equal(eng.center_indices_, ref.center_indices_)
+    assert_allclose(eng.scores_, ref.scores_, rtol=1e-10)
+    assert_allclose(host.scores_, ref.scores_, rtol=1e-10)
+
+
 def test_nystrom_model_has_no_gaussian_process_moments():
     X, y = _data()
     cv = KernelRidgeCV(ALPHAS, kernel="rbf", solver="nystrom", n_centers=10).fit(X, y)
