@@ -331,12 +331,34 @@ def test_falkon_wrong_feature_count_at_predict():
         f.predict(X[:, :2])
 
 
+_OOS = ("predict_proba is calibrated on out-of-sample values: a repeated row is still "
+        "seen when its copy is left out (the fit itself is weight-equivalent: tested)")
+_CENTERS = ("the centers are drawn from the rows: a repeated row changes the draw (the "
+            "weighted normal equations are tested against a dense solve)")
+_SCALE = ("the check's blobs (std 20) at the default kernel scale (gamma = 1 / n_features): "
+          "the kernel is ~0 between test and training points; the class weights themselves "
+          "are tested at gamma=1e-3 (test_falkon.py)")
+
+
+def _expected(est):
+    out = {}
+    if hasattr(est, "calibration"):
+        out["check_class_weight_classifiers"] = _SCALE
+        if getattr(est, "loss", "squared") == "squared":
+            out["check_sample_weight_equivalence_on_dense_data"] = _OOS
+            out["check_sample_weight_equivalence_on_sparse_data"] = _OOS
+    if isinstance(est, (FalkonRegressor, FalkonClassifier)):
+        out["check_sample_weight_equivalence_on_dense_data"] = _CENTERS
+    return out
+
+
 @parametrize_with_checks([
     KernelRidge(alpha=1.0, kernel="rbf", solver="pcg", tol=1e-10, random_state=0),
     KernelRidgeClassifier(alpha=1.0, kernel="rbf", solver="pcg", tol=1e-10, random_state=0),
     FalkonRegressor(random_state=0),
     FalkonClassifier(random_state=0),
-])
+    FalkonClassifier(random_state=0, loss="logistic"),
+], expected_failed_checks=_expected)
 def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

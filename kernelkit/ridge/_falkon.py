@@ -30,9 +30,13 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..backend import resolve_backend
 from ..kernels import make_kernel, resolve_kernel
+from ..utils._class_weight import row_weights
+from ..utils._classes import CALIBRATION_ATTR_DOC, CALIBRATION_DOC
 from ..utils._state import atomic
 from ..utils._threads import blas_threads_for, single_blas_thread
 from ..utils._verbose import Progress, check_verbose
+from ._falkon_logistic import fit_logistic
+from ._falkon_loo import nystrom_loo_decision
 from ._falkon_ops import (
     _FalkonPreconditioner,
     _fortran_gram,
@@ -49,6 +53,7 @@ from ._pcg import (
 )
 
 CENTERS = ("uniform", "rls", "thinning")
+LOSSES = ("squared", "logistic")
 _F32_PRECOND_MIN = 8192  # from this many centers a mixed solve holds T and A in float32
 # a mixed (float32 K_nM) solve whose predictions the rounding of K_nM may move by more than
 # this (relative) is redone in float64: the float32 path promises the float64 solve to 1e-4
@@ -56,6 +61,7 @@ _MIXED_MAX_ERROR = 1e-4
 # float64 CG steps without a 10% gain that count as a stall (then refined from the true
 # residual); longer than float32's: an ill-conditioned float64 CG also plateaus and recovers
 _PATIENCE64 = 100
+_LOO_ROWS = 20000  # rows whose leave-one-out values calibrate the classifier
 
 
 def _auto_centers(n):
@@ -162,7 +168,7 @@ class _FalkonBase(BaseEstimator):
         """CG on ``B^T H B g = B^T K_Mn y / n`` per group of targets sharing ``lambda``."""
         Y2 = Y.reshape(n, -1)
         scale = target_scale(Y2)  # scale-free: y and c y give c times the coefficients
-        rhs_full = normal.kmn(Y2 / scale) / n  # K_Mn y / n
+        rhs_full = normal.kmn(normal._weigh(Y2 / scale, 0, n)) / n  # K_Mn W y / n
         coef = np.empty((m, Y2.shape[1]))
         n_iter = 0
         groups = [np.arange(Y2.shape[1])] if len(lam) == 1 else [[j] for j in range(len(lam))]
@@ -208,11 +214,12 @@ class _FalkonBase(BaseEstimator):
         return coef, n_iter
 
     def _solve_with(self, op, X, C, idx, w, lam, Y, n, m, dtype, tol, max_iter, cache,
-                    progress):
+                    progress, sample_weight=None):
         """Build ``K_nM`` (``dtype``) and the preconditioner, and solve: one attempt."""
         t0 = time.perf_counter()
         # K_nM first: its float64 working copies of X are freed before K_MM is formed
-        normal = _NystromNormalOperator(op, X, C, dtype, cache, client=self.client)
+        normal = _NystromNormalOperator(op, X, C, dtype, cache, client=self.client,
+                                        w=sample_weight)
         progress("K_nM", n, level=1, held=normal.stored, dask=normal.dask is not None,
                  seconds=round(time.perf_counter() - t0, 2))
         try:
@@ -236,7 +243,10 @@ class _FalkonBase(BaseEstimator):
         progress("CG", level=1, seconds=round(time.perf_counter() - t0, 2))
         return coef, n_iter, normal
 
-    def _fit_targets(self, X, Y):
+    def _fit_targets(self, X, Y, sample_weight=None, oos=False):
+        """Fit ``dual_coef_``; with ``oos``, return the Nyström leave-one-out decision
+        values ``(rows, values)`` of up to ``_LOO_ROWS`` rows (all when fewer), else
+        ``self``."""
         n = X.shape[0]
         tol, max_iter, cache, verbose = self._check_params(n)
         n_targets = 1 if Y.ndim == 1 else Y.shape[1]
@@ -245,6 +255,8 @@ class _FalkonBase(BaseEstimator):
         rng = check_random_state(self.random_state)
         progress = Progress(self, verbose)
         C, idx, w = self._select_centers(X, rng)
+        if sample_weight is not None:  # the preconditioner's T W T^T / n ~ K_Mn W K_nM / n
+            w = w * (sample_weight[idx] if idx is not None else np.mean(sample_weight))
         m = C.shape[0]
         op = self._operator()
         progress("centers", m, n, kind=self.centers if isinstance(self.centers, str) else "array")
@@ -259,7 +271,8 @@ class _FalkonBase(BaseEstimator):
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 coef, n_iter, normal = self._solve_with(op, X, C, idx, w, lam, Y, n, m, dtype,
-                                                        tol, max_iter, cache, progress)
+                                                        tol, max_iter, cache, progress,
+                                                        sample_weight)
             if not normal.mixed:
                 break
             # the float32 K_nM is a perturbed problem: where K_MM is near-singular (close
@@ -281,12 +294,41 @@ class _FalkonBase(BaseEstimator):
             raise ValueError("FALKON produced non-finite coefficients; check alpha and the kernel "
                              "parameters.")
         progress("CG done", n_iter, max_iter, n_centers=m)
+        out = None
+        if oos:
+            t0 = time.perf_counter()
+            out = self._loo(normal, op, X, C, coef, Y, sample_weight, alpha, rng)
+            progress("leave-one-out values", len(out[0]), n, level=1,
+                     seconds=round(time.perf_counter() - t0, 2))
         self.dual_coef_ = coef[:, 0] if Y.ndim == 1 else coef
         self.centers_ = C
         self.center_indices_ = idx
         self.n_centers_ = m
         self.n_iter_ = n_iter
-        return self
+        return out if oos else self
+
+    def _loo(self, normal, op, X, C, coef, Y, w, alpha, rng):
+        """Nyström leave-one-out values (:mod:`kernelkit.ridge._falkon_loo`) at all rows,
+        or at ``_LOO_ROWS`` of them drawn with ``rng`` (plenty for one temperature)."""
+        n = X.shape[0]
+        held64 = normal.KnM is not None and normal.KnM.dtype == np.float64
+
+        def block(a, b=None):
+            rows = slice(a, b) if b is not None else a
+            if held64:
+                return normal.KnM[rows]
+            return op.block_host(X[rows], C)
+
+        rows = np.arange(n) if n <= _LOO_ROWS else np.sort(rng.choice(n, _LOO_ROWS, False))
+        Y2, B = Y.reshape(n, -1), coef.reshape(len(C), -1)
+        K_mm = np.array(_fortran_gram(op, C))
+        alphas = np.broadcast_to(np.asarray(alpha, np.float64), (Y2.shape[1],))
+        f = np.empty((len(rows), Y2.shape[1]))
+        for a in np.unique(alphas):  # one pass per distinct penalty
+            cols = np.flatnonzero(alphas == a)
+            f[:, cols] = nystrom_loo_decision(block, n, K_mm, B[:, cols], Y2[:, cols], w,
+                                              float(a), rows, normal.rows_per_block())
+        return rows, f
 
     def _decision(self, X):
         check_is_fitted(self)
@@ -427,13 +469,17 @@ class FalkonRegressor(MultiOutputMixin, RegressorMixin, _FalkonBase):
         self.backend = backend
 
     @atomic
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Choose the centers and solve the Nyström normal equations.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative row weights ``W`` of the squared loss: the coefficients solve
+            ``(K_Mn W K_nM + alpha K_MM) b = K_Mn W y`` exactly (the preconditioner
+            takes the centers' weights).
 
         Returns
         -------
@@ -442,8 +488,9 @@ class FalkonRegressor(MultiOutputMixin, RegressorMixin, _FalkonBase):
         self._check_params()
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=np.float64,
                              ensure_min_samples=2)
+        w = None if sample_weight is None else row_weights(None, y, sample_weight, (), X)
         # validate_data keeps a float16 / float32 / byte-swapped y as given
-        return self._fit_targets(X, np.asarray(y, dtype=np.float64))
+        return self._fit_targets(X, np.asarray(y, dtype=np.float64), w)
 
     def predict(self, X):
         """``k(X, centers_) @ dual_coef_``, computed blockwise.
@@ -460,48 +507,107 @@ class FalkonRegressor(MultiOutputMixin, RegressorMixin, _FalkonBase):
 
 
 class FalkonClassifier(_ClassifierMixin, _FalkonBase):
-    """FALKON classifier: one-vs-all Nyström kernel ridge on {-1, +1} targets.
+    """FALKON classifier: Nyström kernel ridge or kernel logistic regression.
 
-    :class:`FalkonRegressor` on the {-1, +1} encoding of the classes (all classes
-    share the centers, the preconditioner and the CG products).
+    ``loss="squared"``: :class:`FalkonRegressor` on the {-1, +1} encoding of the
+    classes, one-vs-all (all classes share the centers, the preconditioner and the CG
+    products). ``loss="logistic"``: Nyström kernel logistic regression (binary, or
+    multinomial with a softmax over one output per class) by the globally convergent
+    second-order method of Marteau-Ferey, Bach & Rudi, NeurIPS 2019: a decreasing
+    sequence of penalties, each solved by a few Newton steps whose systems
+    ``K_Mn D K_nM + alpha K_MM`` (``D`` the loss's Hessian at the current fit) are
+    solved by CG with the FALKON preconditioner rebuilt for ``D``; see
+    :mod:`kernelkit.ridge._falkon_logistic`.
 
     Parameters
     ----------
     {params}
+    loss : {"squared", "logistic"}, default="squared"
+        ``"logistic"`` minimises ``sum_i w_i logloss(y_i, K_nM b) + alpha / 2
+        tr(b^T K_MM b)``; its ``predict_proba`` are the model's own probabilities
+        (sigmoid / softmax of ``decision_function``: ``calibration_temperature_`` is
+        1). ``tol`` then bounds the relative change of the fitted values by the last
+        Newton step (and each step's CG to ``min(1e-2, tol)``); ``max_iter`` the CG
+        iterations of a Newton step; ``n_iter_`` counts the Newton steps over the
+        whole path of penalties.
+    class_weight : dict, "balanced" or None, default=None
+        Weights of the classes in the loss, as scikit-learn's classifiers take them
+        (``"balanced"``: ``n_samples / (n_classes * bincount(y))``), multiplied with
+        ``sample_weight``. A class that is not in ``y`` is a ValueError.
+    {calibration}
+        Out-of-sample values (``loss="squared"``): the Nyström estimator's exact
+        leave-one-out decision values (hat diagonal from a Cholesky factor of
+        ``B^T W B + alpha I``, ``B = K_nM T^-1``: ``2 n M^2`` flops and one
+        ``M^3/3`` factorization on top of the fit, at most 20,000 rows evaluated).
+        ``loss="logistic"`` fits no temperature.
 
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
     dual_coef_ : ndarray of shape (`n_centers_`, n_classes) (one column for two classes)
     {attrs}
+    loss_curve_ : list of float
+        ``loss="logistic"`` only: the objective after each Newton step.
+    {calattr}
 
     {raises}
     """
 
-    __init__ = FalkonRegressor.__init__
+    def __init__(self, alpha=1e-3, *, n_centers="auto", centers="uniform", kernel="rbf",
+                 gamma=None, degree=3, coef0=1, kernel_params=None, tol=1e-5, max_iter=None,
+                 cache_size=4096, client=None, random_state=None, verbose=0, backend=None,
+                 loss="squared", class_weight=None, calibration="auto"):
+        FalkonRegressor.__init__(self, alpha, n_centers=n_centers, centers=centers,
+                                 kernel=kernel, gamma=gamma, degree=degree, coef0=coef0,
+                                 kernel_params=kernel_params, tol=tol, max_iter=max_iter,
+                                 cache_size=cache_size, client=client,
+                                 random_state=random_state, verbose=verbose, backend=backend)
+        self.loss = loss
+        self.class_weight = class_weight
+        self.calibration = calibration
+
+    def _check_params(self, n=None):
+        if n is None and self.loss not in LOSSES:
+            raise ValueError(f"loss must be one of {LOSSES}, got {self.loss!r}.")
+        return _FalkonBase._check_params(self, n)
 
     @atomic
-    def fit(self, X, y):
-        """Fit one-vs-all FALKON regressions on {-1, +1} encoded classes.
+    def fit(self, X, y, sample_weight=None):
+        """Fit one-vs-all FALKON regressions on {-1, +1} encoded classes, or the
+        Nyström kernel logistic regression (``loss="logistic"``).
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
             Class labels of any type.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative row weights of the loss, multiplied by ``class_weight``;
+            they also weight the calibration's log-loss.
 
         Returns
         -------
         self : object
         """
-        return _ClassifierMixin.fit(self, X, y)
+        return _ClassifierMixin.fit.__wrapped__(self, X, y, sample_weight)
 
-    def _fit_targets(self, X, Y, sample_weight=None):
-        return _FalkonBase._fit_targets(self, X, Y)
+    def _fit_targets(self, X, Y, sample_weight=None, oos=False):
+        if self.loss == "squared":
+            return _FalkonBase._fit_targets(self, X, Y, sample_weight, oos)
+        fit_logistic(self, X, Y, sample_weight)
+        return (np.arange(0), np.empty((0, Y.shape[1]))) if oos else self
+
+    def _fit_calibration(self, decision, y_idx, sample_weight=None):
+        if self.loss == "squared":
+            return _ClassifierMixin._fit_calibration(self, decision, y_idx, sample_weight)
+        # a probability model: its own sigmoid / softmax, no temperature
+        self.calibration_temperature_ = 1.0 if self._check_calibration() else None
+        return self
 
 
 for _cls in (FalkonRegressor, FalkonClassifier):
     for _key, _text in (("{params}", _PARAMS_DOC), ("{attrs}", _ATTR_DOC),
-                        ("{raises}", _RAISES_DOC)):
+                        ("{raises}", _RAISES_DOC), ("{calibration}", CALIBRATION_DOC),
+                        ("{calattr}", CALIBRATION_ATTR_DOC)):
         _cls.__doc__ = _cls.__doc__.replace(_key, _text.strip())
 del _cls, _key, _text

@@ -19,14 +19,17 @@ _ROW_CHUNK = 2048  # rows of K_nM per task of the product pool
 
 
 class _NystromNormalOperator:
-    """``v -> K_nM^T (K_nM v)``: ``K_nM`` held when it fits, else blockwise (one pass).
+    """``v -> K_nM^T W (K_nM v)``: ``K_nM`` held when it fits, else blockwise (one pass).
 
     Meanti et al. (2020) keep ``K_nM`` out of memory by computing it in row blocks on
-    every product; one block serves both ``K_nM v`` and its transpose product.
+    every product; one block serves both ``K_nM v`` and its transpose product. ``w``
+    (row weights, None for all ones) weighs the rows between the two products: the
+    weighted normal equations ``K_Mn W K_nM + alpha K_MM`` are taken exactly.
     """
 
-    def __init__(self, op, X, C, dtype, cache_size, client=None):
+    def __init__(self, op, X, C, dtype, cache_size, client=None, w=None):
         self.op, self.X, self.C = op, X, C
+        self.w = None if w is None else np.asarray(w, np.float64)[:, None]
         n, m = X.shape[0], C.shape[0]
         self.dtype = np.dtype(dtype)
         self.dask = self.handle = None
@@ -179,19 +182,32 @@ class _NystromNormalOperator:
         return self.exact(V)
 
     def exact(self, V):
-        """``K_nM^T K_nM V`` in float64 arithmetic (a held float32 ``K_nM`` upcast per block)."""
+        """``K_nM^T W K_nM V`` in float64 arithmetic (a held float32 ``K_nM`` upcast per block)."""
+        return self.sandwich(V, self._weigh)
+
+    def sandwich(self, V, fn):
+        """``K_nM^T fn(K_nM V)`` in one float64 pass over the row blocks; ``fn(P, r0, r1)``
+        maps the block ``P = K_nM[r0:r1] V`` row-wise (the weights of a weighted solve,
+        the Hessian of a loss), and runs on several blocks at once."""
         if self.dask is not None:
-            return self.kmn(self.knm(V))
+            return self.kmn(fn(self.knm(V), 0, self.X.shape[0]))
         if self.stored:
             def job(Kb, r0, r1):
                 Kb = Kb.astype(np.float64, copy=False)
-                return Kb.T @ (Kb @ V)
+                return Kb.T @ fn(Kb @ V, r0, r1)
 
             return self._held_sum(job, np.float64)
-        out = np.zeros_like(V)
-        for _, _, Kb in self._blocks():
-            out += Kb.T @ (Kb @ V)
+        out = np.zeros((self.C.shape[0],) + V.shape[1:])
+        for r0, r1, Kb in self._blocks():
+            out += Kb.T @ fn(Kb @ V, r0, r1)
         return out
+
+    def _weigh(self, P, r0, r1):
+        """``W[r0:r1] P`` for a row block ``P`` of ``K_nM V`` (unchanged when unweighted)."""
+        if self.w is None:
+            return P
+        w = self.w[r0:r1]
+        return P * (w if P.ndim == 2 else w[:, 0]).astype(P.dtype, copy=False)
 
     def _normal32(self, V):
         """``K_nM^T K_nM V`` from the held float32 ``K_nM`` without upcasting it.
@@ -212,7 +228,7 @@ class _NystromNormalOperator:
         def job(Kb, r0, r1):
             t = Kb @ S
             t[:, :k] += t[:, k:]
-            return Kb.T @ t[:, :k]
+            return Kb.T @ self._weigh(t[:, :k], r0, r1)
 
         return self._held_sum(job, np.float32).reshape(V.shape)
 

@@ -8,6 +8,8 @@ its output at initialisation is zero) (Jacot et al. 2018; Lee et al. 2019;
 Arora et al. 2019).
 """
 
+import copy
+import functools
 from numbers import Integral, Real
 
 import numpy as np
@@ -21,13 +23,15 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from ..backend import resolve_backend
 from ..kernels import NTK, Kernel, is_precomputed, make_kernel
 from ..kernels._resolve import KernelOperator
-from ..utils._classes import OneVsAllClassifierMixin
+from ..utils._class_weight import check_class_weight, row_weights
+from ..utils._classes import CALIBRATION_ATTR_DOC, CALIBRATION_DOC, OneVsAllClassifierMixin
 from ..utils._linalg import solve_ridge
 from ..utils._state import atomic
 from ..utils._validation import check_kernel_matrix
 from ..utils._verbose import Progress, check_verbose
 from ._gp import ridge_predict_moments
 from ._pcg import DEFAULT_MAX_ITER, KernelProduct, pcg_ridge, product_dtype
+from ._ridge_proba import calibration_split, loo_decision
 
 _SPARSE = ("csr", "csc")  # sparse X is evaluated by scikit-learn's kernels (kernel_metrics())
 SOLVERS = ("auto", "cholesky", "pcg")
@@ -90,7 +94,10 @@ class _KernelRidgeBase(BaseEstimator):
         if not self._precomputed():
             self._get_kernel()
 
-    def _fit_targets(self, X, Y, sample_weight):
+    def _fit_targets(self, X, Y, sample_weight, oos=False):
+        """Fit the dual coefficients; with ``oos``, return out-of-sample decision values
+        ``(rows, values)`` for the calibration (see :mod:`kernelkit.ridge._ridge_proba`),
+        else ``self``."""
         if self._precomputed():
             X = X.toarray() if sp.issparse(X) else X
             check_kernel_matrix(X, "X")  # the one rule: square, finite, symmetric PSD
@@ -98,11 +105,12 @@ class _KernelRidgeBase(BaseEstimator):
         n_targets = 1 if Y.ndim == 1 else Y.shape[1]
         alpha = _check_alpha(self.alpha, n_targets)
         solver, tol, max_iter, verbose = self._check_solver(X.shape[0], alpha)
-        sw = None
+        sw, Y0 = None, Y
         if sample_weight is not None:
             sw = np.sqrt(_check_sample_weight(sample_weight, X, dtype=np.float64,
                                                  ensure_non_negative=True))
             Y = Y * (sw if Y.ndim == 1 else sw[:, None])
+        out = None
         if solver == "pcg":
             progress = Progress(self, verbose)
             if self._precomputed():
@@ -110,15 +118,23 @@ class _KernelRidgeBase(BaseEstimator):
             else:
                 product = KernelProduct(self._operator(sp.issparse(X)), X, sw=sw,
                                         dtype=product_dtype(tol), cache_size=self._cache_mib())
-            dual, self.n_iter_, self.preconditioner_rank_ = pcg_ridge(
-                product, Y, alpha, tol=tol, max_iter=max_iter,
-                random_state=check_random_state(self.random_state), progress=progress,
-                owner=type(self).__name__)
+            rng = check_random_state(self.random_state)
+            solve = functools.partial(pcg_ridge, alpha=alpha, tol=tol, max_iter=max_iter,
+                                      random_state=rng, progress=progress)
+            dual, self.n_iter_, self.preconditioner_rank_ = solve(
+                product, Y, owner=type(self).__name__)
+            if oos:
+                out = self._holdout_decision(X, Y0, sw, product, solve, rng)
         else:
             K = self._kernel_matrix(X, None)
-            if sw is not None:
-                K = K * np.outer(sw, sw)
-            dual = solve_ridge(K, Y, alpha)
+            Kw = K if sw is None else K * np.outer(sw, sw)
+            res = solve_ridge(Kw, Y, alpha, return_inv_diag=oos)
+            dual = res[0] if oos else res
+            if oos:
+                z = dual.reshape(len(K), -1)
+                c = z if sw is None else z * sw[:, None]
+                out = (np.arange(len(K)), loo_decision(Y0.reshape(len(K), -1), z, res[1], sw,
+                                                       lambda rows: K[rows] @ c))
             self.n_iter_ = 1  # a direct solve is one step (sklearn: n_iter_ >= 1 with max_iter)
             self.preconditioner_rank_ = None
         if sw is not None:
@@ -127,7 +143,27 @@ class _KernelRidgeBase(BaseEstimator):
         self.dual_coef_ = dual
         self._sqrt_sample_weight = None if sample_weight is None else sw  # GP noise alpha / w
         self.X_fit_ = X
-        return self
+        return out if oos else self
+
+    def _holdout_decision(self, X, Y0, sw, product, solve, rng):
+        """PCG: the decision values of a held-out tenth of the rows (stratified, positive
+        weights) from a second solve of the same system with their weights set to 0."""
+        y_idx = self._y_idx
+        held = calibration_split(y_idx, None if sw is None else sw, rng)
+        if not held.any():
+            return None
+        sw2 = np.where(held, 0.0, 1.0) if sw is None else np.where(held, 0.0, sw)
+        p2 = copy.copy(product)  # the held kernel matrix is shared, not copied
+        p2.sw = sw2
+        Y2 = Y0.reshape(len(sw2), -1) * sw2[:, None]
+        z, _, _ = solve(p2, Y2, owner=f"{type(self).__name__} (calibration split)")
+        c = z * sw2[:, None]
+        rows = np.flatnonzero(held)
+        if self._precomputed():
+            return rows, X[rows] @ c
+        op = self._operator(sp.issparse(X))
+        dec = op.matmul(X[rows], X, c)
+        return rows, np.asarray(dec if sp.issparse(X) else op.engine.to_host(dec))
 
     def _cache_mib(self):
         c = self.cache_size
@@ -380,7 +416,9 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
 
 
 class _ClassifierMixin(OneVsAllClassifierMixin):
-    """One-vs-all ridge classification on {-1, +1} targets (as ``RidgeClassifier``)."""
+    """One-vs-all ridge classification on {-1, +1} targets (as ``RidgeClassifier``),
+    ``class_weight`` and ``predict_proba`` calibrated on out-of-sample decision values
+    (the estimator's ``_fit_targets(X, Y, weights, oos=True)`` gives them)."""
 
     @atomic
     def fit(self, X, y, sample_weight=None):
@@ -392,22 +430,44 @@ class _ClassifierMixin(OneVsAllClassifierMixin):
         y : array-like of shape (n_samples,)
             Class labels of any type.
         sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative row weights of the squared loss, multiplied by
+            ``class_weight`` (as scikit-learn's classifiers combine them); they also
+            weight the calibration's log-loss.
 
         Returns
         -------
         self : object
         """
         self._check_params()
+        check_class_weight(self.class_weight)
+        calibrate = self._check_calibration()
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2,
                              accept_sparse=_SPARSE if self._sparse_ok() else False)
         check_classification_targets(y)
         if np.unique(y).shape[0] < 2:  # as scikit-learn's classifiers
             raise ValueError("The number of classes has to be greater than one; got 1 class "
                              "in y.")
-        self._label_binarizer = LabelBinarizer(pos_label=1, neg_label=-1)
-        Y = self._label_binarizer.fit_transform(y).astype(np.float64)
-        self.classes_ = self._label_binarizer.classes_
-        return self._fit_targets(X, Y, sample_weight)
+        binarizer = LabelBinarizer(pos_label=1, neg_label=-1)
+        Y = binarizer.fit_transform(y).astype(np.float64)
+        classes = binarizer.classes_
+        w = row_weights(self.class_weight, y, sample_weight, classes, X)
+        self._label_binarizer, self.classes_ = binarizer, classes
+        self._y_idx = np.searchsorted(classes, y)  # for the calibration split
+        oos = self._fit_targets(X, Y, w, oos=calibrate)
+        y_idx = self._y_idx
+        del self._y_idx
+        if not calibrate:
+            return self._fit_calibration(None, y_idx)
+        if oos is None:  # no row could be held out: the fit's own values
+            rows, dec = np.arange(len(y)), self._decision_in_sample(X)
+        else:
+            rows, dec = oos
+        dec = dec[:, 0] - self._binary_offset if dec.shape[1] == 1 else dec
+        return self._fit_calibration(dec, y_idx[rows], None if w is None else w[rows])
+
+    def _decision_in_sample(self, X):
+        return self._decision(X).reshape(X.shape[0], -1)
+
 
 class KernelRidgeClassifier(_ClassifierMixin, _KernelRidgeBase):
     """Kernel ridge classifier: one-vs-all kernel ridge on {-1, +1} targets.
@@ -420,6 +480,7 @@ class KernelRidgeClassifier(_ClassifierMixin, _KernelRidgeBase):
         Ridge penalty of each one-vs-all regression.
     {kernel}
     {common}
+    {classes}
 
     Attributes
     ----------
@@ -433,10 +494,20 @@ class KernelRidgeClassifier(_ClassifierMixin, _KernelRidgeBase):
         pcg iterations (1 for the Cholesky solve).
     preconditioner_rank_ : int or None
         Rank of the pcg Nyström preconditioner (None for Cholesky).
+    {calattr}
     n_features_in_ : int
     """
 
-    __init__ = KernelRidge.__init__
+    def __init__(self, alpha=1.0, *, kernel="linear", gamma=None, degree=3, coef0=1,
+                 kernel_params=None, solver="auto", tol=1e-4, max_iter=None, cache_size=4096,
+                 random_state=None, verbose=0, backend=None, class_weight=None,
+                 calibration="auto"):
+        KernelRidge.__init__(self, alpha, kernel=kernel, gamma=gamma, degree=degree,
+                             coef0=coef0, kernel_params=kernel_params, solver=solver, tol=tol,
+                             max_iter=max_iter, cache_size=cache_size,
+                             random_state=random_state, verbose=verbose, backend=backend)
+        self.class_weight = class_weight
+        self.calibration = calibration
 
 
 class NTKRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
@@ -530,6 +601,7 @@ class NTKRidgeClassifier(_ClassifierMixin, _KernelRidgeBase):
         Ridge penalty of each one-vs-all regression.
     {ntk}
     {common}
+    {classes}
 
     Attributes
     ----------
@@ -543,17 +615,41 @@ class NTKRidgeClassifier(_ClassifierMixin, _KernelRidgeBase):
         pcg iterations (1 for the Cholesky solve).
     preconditioner_rank_ : int or None
         Rank of the pcg Nyström preconditioner (None for Cholesky).
+    {calattr}
     n_features_in_ : int
     """
 
     kernel = "ntk"
-    __init__ = NTKRidge.__init__
+
+    def __init__(self, alpha=1.0, *, depth=1, activation="relu", w_std=1.0, b_std=None,
+                 solver="auto", tol=1e-4, max_iter=None, cache_size=4096, random_state=None,
+                 verbose=0, backend=None, class_weight=None, calibration="auto"):
+        NTKRidge.__init__(self, alpha, depth=depth, activation=activation, w_std=w_std,
+                          b_std=b_std, solver=solver, tol=tol, max_iter=max_iter,
+                          cache_size=cache_size, random_state=random_state, verbose=verbose,
+                          backend=backend)
+        self.class_weight = class_weight
+        self.calibration = calibration
     _get_kernel = NTKRidge._get_kernel
 
+
+_CLASSES_DOC = """
+    class_weight : dict, "balanced" or None, default=None
+        Weights of the classes in the squared loss, as scikit-learn's classifiers take
+        them (``"balanced"``: ``n_samples / (n_classes * bincount(y))``), multiplied
+        with ``sample_weight``. A class that is not in ``y`` is a ValueError.
+    """ + CALIBRATION_DOC + """
+        Out-of-sample values: solver ``"cholesky"``, the exact leave-one-out decision
+        values of the fit itself (the diagonal of ``(K + alpha W^-1)^-1`` from its
+        Cholesky factor: one triangular inversion, as many flops as the
+        factorization); solver ``"pcg"``, a stratified tenth of the rows held out
+        (drawn with ``random_state``) and a second pcg solve without them (about
+        doubling the solve). See the user guide, "Probabilities and class weights"."""
 
 _names = "rbf, laplacian, matern, polynomial, linear, cosine, ntk, nngp"
 for _cls in (KernelRidge, KernelRidgeClassifier, NTKRidge, NTKRidgeClassifier):
     for _key, _text in (("{kernel}", _KERNEL_PARAMS_DOC.format(names=_names)),
-                        ("{ntk}", _NTK_PARAMS_DOC), ("{common}", _COMMON_DOC)):
+                        ("{ntk}", _NTK_PARAMS_DOC), ("{common}", _COMMON_DOC),
+                        ("{classes}", _CLASSES_DOC), ("{calattr}", CALIBRATION_ATTR_DOC)):
         _cls.__doc__ = _cls.__doc__.replace(_key, _text.strip())
 del _cls, _names, _key, _text

@@ -9,7 +9,7 @@ from scipy.linalg import lapack
 from ._threads import blas_threads_for
 
 
-def solve_ridge(K, Y, alpha):
+def solve_ridge(K, Y, alpha, return_inv_diag=False):
     """Solve ``(K + alpha I) C = Y`` for symmetric positive semi-definite ``K``.
 
     Cholesky in float64 of ``K + alpha I`` equilibrated to a unit diagonal (rows of
@@ -27,10 +27,18 @@ def solve_ridge(K, Y, alpha):
     Y : ndarray of shape (n,) or (n, k)
     alpha : float or ndarray of shape (k,)
         Ridge penalty, >= 0; one per column of ``Y`` when an array.
+    return_inv_diag : bool, default=False
+        Also return the diagonal of ``(K + alpha I)^-1`` (of the pseudo-inverse on the
+        fallback path), for exact leave-one-out values: from the Cholesky factor by one
+        triangular inversion (LAPACK trtri, ``n^3/3`` flops, as many as the
+        factorization).
 
     Returns
     -------
     C : ndarray, same shape as ``Y``
+    inv_diag : ndarray of shape (n,) or (n, k)
+        Only with ``return_inv_diag``; one column per column of ``Y`` on the
+        fallback path.
 
     Raises
     ------
@@ -38,10 +46,32 @@ def solve_ridge(K, Y, alpha):
         If the solution is not finite.
     """
     with blas_threads_for(K.shape[0]):  # the one thread-count rule (utils._threads)
-        return _solve_ridge(K, Y, alpha)
+        return _solve_ridge(K, Y, alpha, return_inv_diag)
 
 
-def _solve_ridge(K, Y, alpha):
+def _inv_diag(factor, s):
+    """``diag(A^-1)`` for ``A = D^-1/2 A_eq D^-1/2`` from the Cholesky factor of ``A_eq``
+    (``s = D^-1/2``): one in-place trtri, then squared norms of the inverse factor's
+    columns (lower) or rows (upper), one column block at a time (the other triangle of
+    the factor is stale: each block keeps only its own triangle)."""
+    c, lower = factor
+    inv, info = lapack.dtrtri(c, lower=int(lower), overwrite_c=1)
+    if info != 0:
+        return None
+    n = inv.shape[0]
+    d = np.empty(n)
+    for j0 in range(0, n, 256):
+        j1 = min(n, j0 + 256)
+        if lower:  # (A_eq^-1)_ii = ||L^-1 e_i||^2: column i of L^-1, rows i..n
+            blk = np.tril(inv[j0:, j0:j1])
+            d[j0:j1] = np.einsum("ij,ij->j", blk, blk)
+        else:  # (A_eq^-1)_ii = ||row i of U^-1||^2, columns i..n
+            blk = np.triu(inv[j0:j1, j0:])
+            d[j0:j1] = np.einsum("ij,ij->i", blk, blk)
+    return d * s * s
+
+
+def _solve_ridge(K, Y, alpha, return_inv_diag=False):
     alphas = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
     n = K.shape[0]
     if np.all(alphas == alphas[0]):
@@ -66,7 +96,11 @@ def _solve_ridge(K, Y, alpha):
                     sY = s if Y.ndim == 1 else s[:, None]
                     C = sY * linalg.cho_solve(factor, sY * Y, check_finite=False)
                     if np.all(np.isfinite(C)):
-                        return C
+                        if not return_inv_diag:
+                            return C
+                        d = _inv_diag(factor, s)
+                        if d is not None and np.all(np.isfinite(d)):
+                            return C, d
             except linalg.LinAlgError:
                 pass
         warnings.warn(
@@ -74,10 +108,10 @@ def _solve_ridge(K, Y, alpha):
             f"{alphas[0]:g}); using the minimum-norm least-squares solution from an "
             "eigendecomposition instead. Increase alpha to regularise.",
             linalg.LinAlgWarning, stacklevel=4)
-    return _min_norm_solve(K, Y, alphas)
+    return _min_norm_solve(K, Y, alphas, return_inv_diag)
 
 
-def _min_norm_solve(K, Y, alphas):
+def _min_norm_solve(K, Y, alphas, return_inv_diag=False):
     """``pinv(K + alpha I) @ Y`` per column from one eigendecomposition of ``K``.
 
     The cutoff is that of ``numpy.linalg.pinv(A, rtol=None)``: ``n eps`` times the
@@ -97,4 +131,6 @@ def _min_norm_solve(K, Y, alphas):
     if not np.all(np.isfinite(C)):
         raise ValueError("kernel ridge solve produced non-finite coefficients; check alpha "
                          "and the kernel parameters.")
+    if return_inv_diag:
+        return C, (V * V) @ inv  # diag of the pseudo-inverse, per column
     return C

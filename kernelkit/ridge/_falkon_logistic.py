@@ -1,0 +1,186 @@
+"""Nyström kernel logistic regression (binary and multinomial) at FALKON's scale.
+
+Marteau-Ferey, Bach & Rudi, "Globally Convergent Newton Methods for Ill-conditioned
+Generalized Self-concordant Losses", NeurIPS 2019: the logistic loss is generalized
+self-concordant, so Newton's method converges from a point within the Dikin ellipsoid
+of the optimum; with a strong penalty ``b = 0`` is one, and the optimum of each penalty
+of a decreasing sequence lies within the ellipsoid of the next, so a few approximate
+Newton steps per penalty keep the iterate there all the way down to the target. Each
+Newton system ``(K_Mn D K_nM + alpha K_MM) step = -gradient`` (``D`` the loss's Hessian
+at the current fit, per row a scalar for two classes, the softmax block
+``diag(p) - p p^T`` for more) is solved by CG with FALKON's preconditioner rebuilt for
+``D`` (``A^T A = T D_M T^T / n + lambda I``, ``D_M`` the Hessian weights of the centers;
+the paper's Algorithm 2). A backtracking line search on the objective guards every step
+(it is never shortened on well-posed problems; it keeps rounding or an inexact step
+from increasing the objective).
+
+The objective, with ``f = K_nM b`` and row weights ``w``::
+
+    J(b) = sum_i w_i logloss(y_i, f_i) + alpha / 2 tr(b^T K_MM b)
+
+(two classes: ``log(1 + exp(-y_i f_i))``, ``y_i = +-1``; more: ``-log softmax(f_i)_{y_i}``
+over one output per class; the penalty makes the softmax's shift invariance unique).
+Cost per Newton step: the CG iterations (``O(n M k)`` each, one pass over ``K_nM``),
+two more passes (gradient, step), and the preconditioner's two ``M^3/3`` factorizations.
+"""
+
+import warnings
+
+import numpy as np
+from scipy.special import expit, log_softmax
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+
+from ..backend import resolve_backend
+from ..utils._threads import blas_threads_for, single_blas_thread
+from ..utils._verbose import Progress
+from ._falkon_ops import _FalkonPreconditioner, _fortran_gram, _NystromNormalOperator
+from ._pcg import conjugate_gradient, product_dtype
+
+_RATIO = 0.1          # each penalty of the path is this times the previous one
+_LEVEL_STEPS = 2      # Newton steps per intermediate penalty (the paper's "a few")
+_LEVEL_TOL = 1e-2     # their CG tolerance and relative change of the fitted values
+_MAX_NEWTON = 50      # Newton steps at the target penalty
+_PATIENCE = 100       # CG steps without a 10% gain that count as a stall
+
+
+class _Logistic:
+    """Binary (one output, ``y = +-1``) or multinomial (one-vs-all +-1 columns) log-loss."""
+
+    def __init__(self, Y, w):
+        self.binary = Y.shape[1] == 1
+        self.Y = Y[:, 0] if self.binary else (Y > 0).astype(np.float64)
+        self.w = w
+        self.H = None
+
+    def value(self, F):
+        if self.binary:
+            return float(np.dot(self.w, np.logaddexp(0.0, -self.Y * F[:, 0])))
+        return -float(np.dot(self.w, np.einsum("ij,ij->i", self.Y, log_softmax(F, axis=1))))
+
+    def derivatives(self, F):
+        """The gradient in ``F`` (n, k), the Hessian held for :meth:`hess`, and a
+        per-row Hessian weight for the preconditioner."""
+        if self.binary:
+            t = self.Y * F[:, 0]
+            self.H = self.w * expit(t) * expit(-t)
+            return (-self.w * self.Y * expit(-t))[:, None], self.H
+        P = np.exp(log_softmax(F, axis=1))
+        self.H = P
+        d = self.w * np.mean(P * (1.0 - P), axis=1)  # the softmax blocks' mean diagonal
+        return self.w[:, None] * (P - self.Y), d
+
+    def hess(self, Z, r0, r1):
+        """The loss's Hessian times the fitted-value direction ``Z`` on rows r0:r1."""
+        if self.binary:
+            return self.H[r0:r1, None] * Z
+        P, w = self.H[r0:r1], self.w[r0:r1, None]
+        PZ = P * Z
+        return w * (PZ - P * PZ.sum(axis=1, keepdims=True))
+
+
+def fit_logistic(est, X, Y, sample_weight):
+    """Fit ``est`` (a :class:`~kernelkit.ridge.FalkonClassifier`) by the Newton path.
+
+    Sets ``dual_coef_``, ``centers_``, ``center_indices_``, ``n_centers_``,
+    ``n_iter_`` (Newton steps), ``loss_curve_`` and ``kernel_nbytes_``.
+    """
+    n = X.shape[0]
+    tol, max_iter, cache, verbose = est._check_params(n)
+    alpha = np.atleast_1d(np.asarray(est.alpha, np.float64))
+    if alpha.size != 1:
+        raise ValueError("alpha must be one number with loss='logistic' (one penalty for the "
+                         f"multinomial model), got {alpha.size} values.")
+    alpha = float(alpha[0])
+    if not alpha > 0:
+        raise ValueError("loss='logistic' needs alpha > 0 (the loss has no minimiser on "
+                         "separable data without a penalty).")
+    est.backend_ = resolve_backend(est.backend, X)
+    rng = check_random_state(est.random_state)
+    progress = Progress(est, verbose)
+    C, idx, wc = est._select_centers(X, rng)
+    op = est._operator()
+    progress("centers", C.shape[0], n)
+    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, np.float64)
+    normal = _NystromNormalOperator(op, X, C, product_dtype(tol), cache, client=est.client)
+    try:
+        with blas_threads_for(C.shape[0]):
+            pre = _FalkonPreconditioner(_fortran_gram(op, C), wc, n)  # float64 factors
+        kappa = float(np.max(op.diag(C)))
+        B, steps, curve, change = _newton_path(normal, pre, idx, wc, _Logistic(Y, w), n,
+                                               alpha, kappa, tol, max_iter, progress)
+    finally:
+        normal.close()
+    if not np.all(np.isfinite(B)):
+        raise ValueError("FALKON logistic produced non-finite coefficients; check alpha and "
+                         "the kernel parameters.")
+    if change > tol:
+        warnings.warn(f"FalkonClassifier(loss='logistic') stopped after {steps} Newton steps "
+                      f"with a relative change of the fitted values of {change:.3g} > tol="
+                      f"{tol:g}; increase alpha, tol or max_iter.", ConvergenceWarning,
+                      stacklevel=4)
+    est.kernel_nbytes_ = 0 if normal.KnM is None else int(normal.KnM.nbytes)
+    est.dual_coef_ = B  # one column for two classes, as the squared loss
+    est.centers_, est.center_indices_, est.n_centers_ = C, idx, C.shape[0]
+    est.n_iter_, est.loss_curve_ = steps, curve
+    return est
+
+
+def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, progress):
+    """Newton steps along ``lambda_0 > ... > alpha / n`` (FALKON's ``lambda``)."""
+    m, k = pre.m, (1 if loss.binary else loss.Y.shape[1])
+    lam_end = alpha / n
+    # the start: a penalty at the scale of the data term's curvature (w k(x, x) / 4
+    # per row): b = 0 is close to its optimum, well within its Dikin ellipsoid
+    lam = max(lam_end, float(np.mean(loss.w)) * kappa)
+    B, F = np.zeros((m, k)), np.zeros((n, k))
+    wnorm = np.sqrt(float(np.sum(loss.w)))  # fitted values of order 1 per row
+    steps, curve, change = 0, [], np.inf
+    while True:
+        final = lam <= lam_end * (1 + 1e-12)
+        lam = lam_end if final else lam
+        for step in range(_MAX_NEWTON if final else _LEVEL_STEPS):
+            G, d = loss.derivatives(F)
+            KB = pre.kmm(B)
+            grad = normal.kmn(G) + (lam * n) * KB
+            pre.scale = np.sqrt(wc * (d[idx] if idx is not None else np.mean(d)) / n)
+            with blas_threads_for(m):
+                pre.set_lambda(lam)
+            inner = min(_LEVEL_TOL, tol) if final else _LEVEL_TOL
+
+            def apply(V, lam=lam):
+                U = pre.apply(V.reshape(m, k), product=lambda P: normal.sandwich(P, loss.hess),
+                              lam=lam, n=n)
+                return U.reshape(-1, 1)
+
+            with single_blas_thread():
+                g, it, _ = conjugate_gradient(apply, pre.Bt(-grad / n).reshape(-1, 1), inner,
+                                              max_iter, progress=progress, patience=_PATIENCE)
+            D = pre.B(g.reshape(m, k))
+            KD, KmmD = normal.knm(D), pre.kmm(D)
+            t, J = _line_search(loss, F, KD, B, KB, D, KmmD, lam * n, float(np.sum(grad * D)))
+            B, F = B + t * D, F + t * KD
+            steps += 1
+            curve.append(J)
+            change = t * float(np.linalg.norm(KD)) / max(float(np.linalg.norm(F)), wnorm)
+            progress("Newton step", steps, level=1, penalty=lam, cg_iterations=it,
+                     step_size=t, relative_change=change, objective=J)
+            if change <= (tol if final else _LEVEL_TOL):
+                break
+        if final:
+            return B, steps, curve, change
+        lam *= _RATIO
+
+
+def _line_search(loss, F, KD, B, KB, D, KmmD, a, slope):
+    """Backtracking (Armijo) on ``J(B + t D)``: every term is known from ``K_nM D`` and
+    ``K_MM D``, so a trial costs the loss on ``n`` rows, no kernel pass."""
+    bkb, bkd, dkd = float(np.sum(B * KB)), float(np.sum(B * KmmD)), float(np.sum(D * KmmD))
+    J0 = loss.value(F) + 0.5 * a * bkb
+    t = 1.0
+    for _ in range(40):
+        J = loss.value(F + t * KD) + 0.5 * a * (bkb + 2 * t * bkd + t * t * dkd)
+        if J <= J0 + 1e-4 * t * min(slope, 0.0):
+            return t, J
+        t *= 0.5
+    return 0.0, J0  # no decrease along the step (at the rounding floor): stay
