@@ -50,6 +50,27 @@ def test_wide_region_waits_for_a_concurrent_single_region():
     assert _threads._state["holders"] == 0
 
 
+@pytest.mark.parametrize("outer, inner", [("owned", "single"), ("single", "wide"),
+                                          ("owned", "wide")])
+def test_a_region_holder_can_wait_for_its_own_worker_threads(outer, inner):
+    """A fit holding a region that waits for threads it started (joblib's threading
+    backend, as DISQUEAK's leaves) must not deadlock whatever region they ask for."""
+    regions = {"owned": _threads.owned_blas, "single": single_blas_thread,
+               "wide": lambda: blas_threads_for(10**6)}
+    done = []
+
+    def worker():
+        with regions[inner]():
+            done.append(blas_limit())
+
+    with regions[outer]():
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join(3 * _threads._WIDE_WAIT + 5)
+        assert not t.is_alive(), "the worker thread is blocked by its caller's region"
+    assert len(done) == 1 and _threads._state["holders"] == 0
+
+
 def test_nested_regions_and_pool_workers():
     original = _blas_threads()
     with blas_threads_for(10**6):

@@ -14,33 +14,25 @@ def _controller():
 
 # BLAS's thread count is one process-wide setting, so concurrent callers (two fits in
 # threads) cannot each have their own. It is therefore owned: a thread's outermost region
-# sets it and holds a share; other threads' regions join only when they ask for the same
-# single-thread limit, and a multi-thread region (a large factorization using every core)
-# runs alone. Every BLAS call of a region thus runs under the count its own call asked for
-# (results never depend on another caller: OpenBLAS's LAPACK blocks differently per thread
-# count) and concurrent factorizations do not oversubscribe the cores. The setting in force
-# before the first region is restored when the last share is released.
+# sets it and holds a share. A single-thread region joins whatever region is in force and
+# never waits (a fit's own joblib or Dask threads run inside their caller's region, and a
+# waiting worker would deadlock the caller that waits for it); it then runs under that
+# region's count. A multi-thread region (a large factorization using every core, a fit's
+# outer region) waits until no region is held, so that its BLAS calls run under the count
+# it asked for (OpenBLAS's LAPACK blocks differently per thread count) without
+# oversubscribing the cores; after ``_WIDE_WAIT`` seconds it joins the region in force
+# instead, so no wait is unbounded. The setting in force before the first region is
+# restored when the last share is released.
 _cond = threading.Condition()
-_state = {"limit": None, "holders": 0, "limiter": None, "waiting_wide": 0, "outside": 1}
+_state = {"limit": None, "holders": 0, "limiter": None, "outside": 1}
 _local = threading.local()  # .limit: the region this thread runs under (None: none)
-
-
-def _admissible(limit):
-    if _state["holders"] == 0:
-        return True
-    # a single-thread region joins single-thread holders unless a wide one is waiting
-    return limit == 1 and _state["limit"] == 1 and _state["waiting_wide"] == 0
+_WIDE_WAIT = 1.0
 
 
 def _acquire(limit):
     with _cond:
-        wide = limit > 1
-        _state["waiting_wide"] += wide
-        try:
-            while not _admissible(limit):
-                _cond.wait()
-        finally:
-            _state["waiting_wide"] -= wide
+        if limit > 1:
+            _cond.wait_for(lambda: _state["holders"] == 0, timeout=_WIDE_WAIT)
         if _state["holders"] == 0:
             _state["outside"] = _blas_count()
             _state["limiter"] = _controller().limit(limits=limit, user_api="blas")
@@ -122,9 +114,10 @@ def single_blas_thread():
     """Run the block with BLAS limited to one thread.
 
     Used where kernelkit parallelises itself, and for small dense solves where two
-    OpenBLAS threads gain little and stall badly whenever a core is busy. Concurrent
-    callers' single-thread regions run together; a region asking for more threads
-    (:func:`blas_threads_for`) waits for them, and they for it.
+    OpenBLAS threads gain little and stall badly whenever a core is busy. It joins a
+    region already held by another thread without waiting (and then runs under that
+    region's count); a region asking for more threads (:func:`blas_threads_for`) waits
+    for it.
     """
     with _blas_region(1):
         yield
@@ -146,9 +139,8 @@ def blas_threads_for(n):
     large matrix has crashed (memory regions exhausted) when kernelkit's own worker
     pool was alive, and gains nothing past a few threads on these sizes. Inside this
     thread's :func:`single_blas_thread` block (kernelkit's workers running) the
-    single-thread limit stays in force. A multi-thread region runs alone: a concurrent
-    caller's regions wait for it (no oversubscription, and its results do not depend on
-    what runs beside it).
+    single-thread limit stays in force. A multi-thread region waits (boundedly) for the
+    regions of other threads to end, so that it runs under its own count.
     """
     limit = 1 if n < SMALL_PROBLEM else max(1, min(_MAX_THREADS, n_workers()))
     with _blas_region(limit):
