@@ -41,7 +41,7 @@ _RATIO = 0.1          # each penalty of the path is this times the previous one
 _LEVEL_STEPS = 2      # Newton steps per intermediate penalty (the paper's "a few")
 _LEVEL_TOL = 1e-2     # their CG tolerance and relative change of the fitted values
 _MAX_NEWTON = 50      # Newton steps at the target penalty
-_PATIENCE = 100       # CG steps without a 10% gain that count as a stall
+_MIXED_MAX_ERROR = 1e-4  # the float32 K_nM promise of the squared loss (ridge/_falkon.py)
 
 
 class _Logistic:
@@ -102,15 +102,26 @@ def fit_logistic(est, X, Y, sample_weight):
     op = est._operator()
     progress("centers", C.shape[0], n)
     w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, np.float64)
-    normal = _NystromNormalOperator(op, X, C, product_dtype(tol), cache, client=est.client)
-    try:
-        with blas_threads_for(C.shape[0]):
-            pre = _FalkonPreconditioner(_fortran_gram(op, C), wc, n)  # float64 factors
-        kappa = float(np.max(op.diag(C)))
-        B, steps, curve, change = _newton_path(normal, pre, idx, wc, _Logistic(Y, w), n,
-                                               alpha, kappa, tol, max_iter, progress)
-    finally:
-        normal.close()
+    loss, kappa = _Logistic(Y, w), float(np.max(op.diag(C)))
+    B, steps, curve, dtype = None, 0, [], product_dtype(tol)
+    while True:
+        normal = _NystromNormalOperator(op, X, C, dtype, cache, client=est.client)
+        try:
+            with blas_threads_for(C.shape[0]):
+                pre = _FalkonPreconditioner(_fortran_gram(op, C), wc, n)  # float64 factors
+            B, s, c, change = _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol,
+                                           max_iter, progress, B)
+            steps, curve = steps + s, curve + c
+            # a float32 K_nM is a perturbed problem: where the coefficients grow (an
+            # ill-conditioned K_MM, a small alpha) its rounding moves the fitted values;
+            # then the float64 K_nM continues from here (as the squared loss refits)
+            err = float(normal.rounding_error(B).max()) if normal.mixed else 0.0
+        finally:
+            normal.close()
+        if err <= _MIXED_MAX_ERROR:
+            break
+        progress("float32 K_nM rounding", level=1, relative_prediction_error=err)
+        dtype = np.dtype(np.float64)
     if not np.all(np.isfinite(B)):
         raise ValueError("FALKON logistic produced non-finite coefficients; check alpha and "
                          "the kernel parameters.")
@@ -126,14 +137,17 @@ def fit_logistic(est, X, Y, sample_weight):
     return est
 
 
-def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, progress):
-    """Newton steps along ``lambda_0 > ... > alpha / n`` (FALKON's ``lambda``)."""
+def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, progress,
+                 B=None):
+    """Newton steps along ``lambda_0 > ... > alpha / n`` (FALKON's ``lambda``); from
+    ``B`` at ``alpha / n`` when given."""
     m, k = pre.m, (1 if loss.binary else loss.Y.shape[1])
     lam_end = alpha / n
     # the start: a penalty at the scale of the data term's curvature (w k(x, x) / 4
     # per row): b = 0 is close to its optimum, well within its Dikin ellipsoid
-    lam = max(lam_end, float(np.mean(loss.w)) * kappa)
-    B, F = np.zeros((m, k)), np.zeros((n, k))
+    lam = max(lam_end, float(np.mean(loss.w)) * kappa) if B is None else lam_end
+    F = np.zeros((n, k)) if B is None else normal.knm(B)
+    B = np.zeros((m, k)) if B is None else B
     wnorm = np.sqrt(float(np.sum(loss.w)))  # fitted values of order 1 per row
     steps, curve, change = 0, [], np.inf
     while True:
@@ -153,19 +167,24 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
                               lam=lam, n=n)
                 return U.reshape(-1, 1)
 
+            # no best-residual restart (patience): each CG iterate from 0 lowers the
+            # quadratic model, so the last one is the best Newton direction found
             with single_blas_thread():
                 g, it, _ = conjugate_gradient(apply, pre.Bt(-grad / n).reshape(-1, 1), inner,
-                                              max_iter, progress=progress, patience=_PATIENCE)
+                                              max_iter, progress=progress)
             D = pre.B(g.reshape(m, k))
             KD, KmmD = normal.knm(D), pre.kmm(D)
             t, J = _line_search(loss, F, KD, B, KB, D, KmmD, lam * n, float(np.sum(grad * D)))
             B, F = B + t * D, F + t * KD
             steps += 1
             curve.append(J)
-            change = t * float(np.linalg.norm(KD)) / max(float(np.linalg.norm(F)), wnorm)
+            # relative change of the fitted values; a step the line search rejected
+            # (rounding floor) counts at its full length: it is not convergence
+            change = max(t, t == 0) * float(np.linalg.norm(KD)) / max(
+                float(np.linalg.norm(F)), wnorm)
             progress("Newton step", steps, level=1, penalty=lam, cg_iterations=it,
                      step_size=t, relative_change=change, objective=J)
-            if change <= (tol if final else _LEVEL_TOL):
+            if change <= (tol if final else _LEVEL_TOL) or t == 0:
                 break
         if final:
             return B, steps, curve, change

@@ -1,0 +1,164 @@
+"""FalkonClassifier(loss="logistic"): Nyström kernel logistic regression by the Newton path."""
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from scipy import linalg
+from scipy.optimize import minimize
+from scipy.special import expit, log_softmax, softmax
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics.pairwise import rbf_kernel
+from sklearn.utils.class_weight import compute_sample_weight
+
+from kernelkit.ridge import FalkonClassifier
+
+GAMMA = 0.7
+
+
+def _problem(n_classes, n=80, m=20, seed=0):
+    rng = np.random.RandomState(seed)
+    X = rng.randn(n, 2)
+    t = X[:, 0] + 0.5 * rng.randn(n)
+    y = (t > 0).astype(int) if n_classes == 2 else np.digitize(t, [-0.5, 0.5])
+    C = X[np.sort(rng.choice(n, m, replace=False))]
+    return X, y, C, rng.uniform(0.2, 3.0, n)
+
+
+def _dense_logistic(X, y, C, alpha, w):
+    """scipy L-BFGS on min_c sum_i w_i logloss(y_i, K_nm c) + alpha / 2 c^T K_mm c, in the
+    whitened variable u = T c (K_mm = T^T T): the same problem, conditioned by alpha."""
+    Knm, Kmm = rbf_kernel(X, C, gamma=GAMMA), rbf_kernel(C, C, gamma=GAMMA)
+    T = linalg.cholesky(Kmm + 1e-10 * np.eye(len(C)))
+    B = linalg.solve_triangular(T, Knm.T, trans="T").T  # K_nm T^-1
+    classes = np.unique(y)
+    k = 1 if len(classes) == 2 else len(classes)
+    Yoh = np.eye(len(classes))[np.searchsorted(classes, y)]
+    s = np.where(y == classes[-1], 1.0, -1.0)
+
+    def f(u):
+        U = u.reshape(-1, k)
+        Z = B @ U
+        if k == 1:
+            z = Z[:, 0]
+            val = np.dot(w, np.logaddexp(0, -s * z))
+            G = (-w * s * expit(-s * z))[:, None]
+        else:
+            lp = log_softmax(Z, axis=1)
+            val = -np.dot(w, (Yoh * lp).sum(1))
+            G = w[:, None] * (np.exp(lp) - Yoh)
+        return val + alpha / 2 * np.sum(U * U), (B.T @ G + alpha * U).ravel()
+
+    res = minimize(f, np.zeros(len(C) * k), jac=True, method="L-BFGS-B",
+                   options=dict(gtol=1e-13, ftol=1e-16, maxiter=50000, maxcor=30))
+    # L-BFGS stalls short of 1e-6 when K_mm is ill-conditioned (small alpha): a few dense
+    # Newton steps on the exact objective in c (K_mm itself, no jitter) finish it
+    c = linalg.lstsq(T, res.x.reshape(-1, k))[0]
+    for _ in range(8):
+        Z = Knm @ c
+        if k == 1:
+            p = expit(s * Z[:, 0])
+            G, S = (-w * s * (1 - p))[:, None], (w * p * (1 - p))[:, None, None]
+        else:
+            P = softmax(Z, axis=1)
+            G = w[:, None] * (P - Yoh)
+            S = w[:, None, None] * (np.einsum("ia,ab->iab", P, np.eye(k))
+                                    - np.einsum("ia,ib->iab", P, P))
+        mk = c.size
+        H = np.einsum("ij,il,iab->jalb", Knm, Knm, S).reshape(mk, mk)
+        H += alpha * np.kron(Kmm, np.eye(k))
+        g = (Knm.T @ G + alpha * Kmm @ c).ravel()
+        c = c - linalg.lstsq(H, g)[0].reshape(c.shape)
+    return Knm @ c
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_equals_dense_kernel_logistic_regression(n_classes, weighted):
+    X, y, C, w = _problem(n_classes)
+    w = w if weighted else np.ones(len(y))
+    alpha = 0.5
+    clf = FalkonClassifier(alpha=alpha, centers=C, gamma=GAMMA, loss="logistic",
+                           tol=1e-10).fit(X, y, sample_weight=w if weighted else None)
+    ref = _dense_logistic(X, y, C, alpha, w)
+    got = clf.decision_function(X).reshape(len(y), -1)
+    if n_classes > 2:  # the softmax is shift invariant: compare centred logits
+        ref, got = ref - ref.mean(1, keepdims=True), got - got.mean(1, keepdims=True)
+    np.testing.assert_allclose(got, ref, atol=1e-6)
+    # the model's own probabilities, no temperature
+    assert clf.calibration_temperature_ == 1.0
+    P = clf.predict_proba(X)
+    d = clf.decision_function(X)
+    want = (np.column_stack([1 - expit(d), expit(d)]) if n_classes == 2
+            else softmax(d, axis=1))
+    np.testing.assert_allclose(P, want, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(P.sum(1), 1.0)
+    np.testing.assert_array_equal(clf.classes_[P.argmax(1)], clf.predict(X))
+    assert clf.n_iter_ == len(clf.loss_curve_) > 0
+    assert np.all(np.diff(clf.loss_curve_[-3:]) <= 1e-9 * abs(clf.loss_curve_[-1]))
+
+
+def test_small_penalty_path_and_default_precision():
+    """A small alpha (ill-conditioned Newton systems): the path reaches the optimum, and
+    the default tol (float32 K_nM) is within 1e-4 of the float64 fit."""
+    X, y, C, _ = _problem(3, n=120, m=30, seed=1)
+    fine = FalkonClassifier(alpha=1e-3, centers=C, gamma=GAMMA, loss="logistic",
+                            tol=1e-10).fit(X, y)
+    ref = _dense_logistic(X, y, C, 1e-3, np.ones(len(y)))
+    got = fine.decision_function(X)
+    np.testing.assert_allclose(got - got.mean(1, keepdims=True),
+                               ref - ref.mean(1, keepdims=True), atol=1e-5 * np.abs(ref).max())
+    coarse = FalkonClassifier(alpha=1e-3, centers=C, gamma=GAMMA, loss="logistic").fit(X, y)
+    np.testing.assert_allclose(coarse.predict_proba(X), fine.predict_proba(X), atol=1e-4)
+
+
+def test_class_weight_balanced_is_the_matching_sample_weight():
+    X, y, C, w = _problem(3, seed=2)
+    y[:50] = 0  # unbalanced
+    a = FalkonClassifier(centers=C, gamma=GAMMA, loss="logistic", tol=1e-10,
+                         class_weight="balanced").fit(X, y, sample_weight=w)
+    b = FalkonClassifier(centers=C, gamma=GAMMA, loss="logistic", tol=1e-10).fit(
+        X, y, sample_weight=w * compute_sample_weight("balanced", y))
+    np.testing.assert_allclose(a.dual_coef_, b.dual_coef_, rtol=1e-9, atol=1e-12)
+
+
+def test_uniform_centers_labels_and_pickle():
+    X, y, _, _ = _problem(2, n=300)
+    labels = np.array(["no", "yes"])[y]
+    clf = FalkonClassifier(alpha=1e-2, n_centers=60, gamma=GAMMA, loss="logistic",
+                           random_state=0).fit(X, labels)
+    assert clf.n_centers_ == 60 and set(clf.classes_) == {"no", "yes"}
+    assert np.mean(clf.predict(X) == labels) > 0.8
+    again = pickle.loads(pickle.dumps(clf))
+    np.testing.assert_array_equal(again.predict_proba(X), clf.predict_proba(X))
+
+
+def test_bad_parameters_rejected_before_data_and_state_kept():
+    X, y, C, _ = _problem(2)
+    clf = FalkonClassifier(centers=C, gamma=GAMMA, loss="logistic").fit(X, y)
+    before = pickle.dumps(clf.__dict__)
+    with pytest.raises(ValueError, match="loss"):
+        FalkonClassifier(loss="hinge").fit(np.full((3, 2), np.nan), [0, 1, 0])
+    for bad in (dict(alpha=0.0), dict(alpha=[1.0, 2.0]), dict(class_weight={7: 1.0})):
+        with pytest.raises(ValueError, match="alpha|class_weight"):
+            clf.set_params(**bad).fit(X, y)
+        clf.set_params(alpha=1e-3, class_weight=None)
+        assert pickle.dumps(clf.__dict__) == before
+    clf.set_params(calibration=None).fit(X, y)
+    assert not hasattr(clf, "predict_proba") and clf.calibration_temperature_ is None
+
+
+def test_newton_limit_warns():
+    X, y, C, _ = _problem(3)
+    with pytest.warns(ConvergenceWarning, match="Newton"):
+        FalkonClassifier(alpha=1e-4, centers=C, gamma=GAMMA, loss="logistic", tol=1e-9,
+                         max_iter=1).fit(X, y)
+
+
+def test_verbose_reports_newton_steps(capsys):
+    X, y, C, _ = _problem(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        FalkonClassifier(centers=C, gamma=GAMMA, loss="logistic", verbose=1).fit(X, y)
+    assert "Newton step" in capsys.readouterr().out
