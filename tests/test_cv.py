@@ -356,6 +356,131 @@ def test_round_off_alphas_warn(solver):
         KernelRidgeCV((1e-18, 1.0), kernel="rbf", solver=solver, n_centers=20).fit(X, y)
 
 
+# ----------------------------------------------------------------- fit_intercept
+def _bordered_fit(K, y, alpha, w=None):
+    """``(c, b)`` of ``min sum_i w_i (y_i - (K c)_i - b)^2 + alpha c^T K c``: the bordered
+    system ``[[W K + alpha I, W 1], [1^T, 0]]`` solved densely."""
+    n = K.shape[0]
+    w = np.ones(n) if w is None else w
+    A = np.zeros((n + 1, n + 1))
+    A[:n, :n] = w[:, None] * K + alpha * np.eye(n)
+    A[:n, n] = w
+    A[n, :n] = 1.0
+    sol = np.linalg.solve(A, np.concatenate([w[:, None] * y.reshape(n, -1),
+                                             np.zeros((1, y.reshape(n, -1).shape[1]))]))
+    return sol[:n], sol[n]
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("targets", [None, 2])
+def test_intercept_loo_equals_explicit_bordered_refits(weighted, targets):
+    X, y = _data(targets=targets)
+    y = y + 3.0  # an offset the intercept takes (a penalised fit would shrink it)
+    w = _weights(len(y)) if weighted else None
+    K = rbf_kernel(X, gamma=0.4)
+    cv = KernelRidgeCV(ALPHAS, kernel="rbf", gamma=0.4, fit_intercept=True,
+                       scoring="neg_mean_squared_error", store_cv_results=True)
+    cv.fit(X, y, sample_weight=w)
+    for j, alpha in enumerate(ALPHAS):
+        loo = []
+        for i in range(len(y)):
+            keep = np.arange(len(y)) != i
+            c, b = _bordered_fit(K[np.ix_(keep, keep)], y[keep], alpha,
+                                 None if w is None else w[keep])
+            loo.append((K[i, keep] @ c + b).reshape(np.shape(y[i])))
+        assert_allclose(cv.cv_results_[..., j], np.asarray(loo), rtol=0, atol=1e-8)
+    c, b = _bordered_fit(K, y, cv.alpha_, w)
+    assert_allclose(cv.intercept_, b.reshape(np.shape(cv.intercept_)), rtol=1e-9)
+    X_new = _data(seed=4)[0]
+    ref = rbf_kernel(X_new, X, gamma=0.4) @ c + b
+    assert_allclose(cv.predict(X_new), ref.reshape(cv.predict(X_new).shape), atol=1e-9)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_intercept_linear_kernel_equals_ridgecv(weighted):
+    X, y = _data(n=40, d=5)
+    y = y + 5.0
+    w = _weights(len(y)) if weighted else None
+    alphas = (1e-2, 0.3, 3.0, 30.0)
+    ours = KernelRidgeCV(alphas, fit_intercept=True, store_cv_results=True).fit(X, y, w)
+    peer = RidgeCV(alphas, fit_intercept=True, store_cv_results=True).fit(X, y, w)
+    assert ours.alpha_ == peer.alpha_
+    assert_allclose(ours.best_score_, peer.best_score_, rtol=1e-9)
+    assert_allclose(ours.cv_results_, peer.cv_results_, rtol=1e-8, atol=1e-12)
+    assert_allclose(ours.intercept_, peer.intercept_, rtol=1e-9)
+    assert_allclose(ours.predict(X), peer.predict(X), atol=1e-9)
+    mean, std = ours.predict(X[:3], return_std=True)
+    assert_allclose(mean, peer.predict(X[:3]), atol=1e-9) and std.shape == (3,)
+
+
+def test_intercept_kfold_equals_gridsearch_over_ridge():
+    from sklearn.linear_model import Ridge
+
+    X, y = _data(n=36, d=4)
+    y = 2.0 - y
+    w = _weights(len(y))
+    folds = KFold(4, shuffle=True, random_state=0)
+    ours = KernelRidgeCV(ALPHAS, fit_intercept=True, cv=folds).fit(X, y, w)
+    peer = GridSearchCV(Ridge(), {"alpha": list(ALPHAS)}, cv=folds).fit(X, y, sample_weight=w)
+    assert_allclose(ours.scores_[0], peer.cv_results_["mean_test_score"], rtol=1e-9)
+    assert ours.alpha_ == peer.best_params_["alpha"]
+    assert_allclose(ours.intercept_, peer.best_estimator_.intercept_, rtol=1e-9)
+    assert_allclose(ours.predict(X), peer.predict(X), atol=1e-9)
+
+
+def test_intercept_gcv_equals_its_closed_form():
+    X, y = _data()
+    y = y - 4.0
+    n = len(y)
+    cv = KernelRidgeCV(ALPHAS, kernel="rbf", gamma=0.5, cv="gcv", fit_intercept=True).fit(X, y)
+    K = rbf_kernel(X, gamma=0.5)
+    for j, alpha in enumerate(ALPHAS):
+        c, b = _bordered_fit(K, np.eye(n), alpha)  # column j: the fit to y = e_j
+        H = K @ c + b
+        gcv = n * np.sum((y - H @ y) ** 2) / (n - np.trace(H)) ** 2
+        assert_allclose(-cv.scores_[0, j], gcv, rtol=1e-9)
+
+
+@pytest.mark.parametrize("cv", [None, "gcv"])
+def test_intercept_nystrom_loo_equals_explicit_refits(cv):
+    X, y = _data(n=40)
+    y = y + 3.0
+    model = KernelRidgeCV(ALPHAS, kernel="rbf", gamma=0.4, solver="nystrom", n_centers=15,
+                          random_state=0, fit_intercept=True, cv=cv,
+                          scoring="neg_mean_squared_error", store_cv_results=True).fit(X, y)
+    Knm = rbf_kernel(X, model.centers_, gamma=0.4)
+    D = np.column_stack([Knm, np.ones(len(y))])  # [K_nm, 1]: the intercept unpenalised
+    P = np.zeros((16, 16))
+    P[:15, :15] = rbf_kernel(model.centers_, gamma=0.4)
+    for j, alpha in enumerate(ALPHAS):
+        if cv is None:
+            ref = [D[i] @ np.linalg.lstsq(D[k].T @ D[k] + alpha * P, D[k].T @ y[k],
+                                          rcond=None)[0]
+                   for i, k in ((i, np.arange(len(y)) != i) for i in range(len(y)))]
+            assert_allclose(model.cv_results_[:, j], ref, rtol=0, atol=1e-8)
+        else:
+            H = D @ np.linalg.pinv(D.T @ D + alpha * P) @ D.T
+            gcv = (y - H @ y) / (1 - np.trace(H) / len(y))
+            assert_allclose(model.cv_results_[:, j], y - gcv, rtol=0, atol=1e-8)
+    sol = np.linalg.lstsq(D.T @ D + model.alpha_ * P, D.T @ y, rcond=None)[0]
+    assert_allclose(model.intercept_, sol[-1], rtol=1e-9)
+    assert_allclose(model.predict(X), D @ sol, atol=1e-4 * np.abs(y).max())
+
+
+@pytest.mark.parametrize("solver", ["exact", "nystrom"])
+def test_intercept_makes_the_selection_shift_invariant(solver):
+    X, y = _data()
+    kw = dict(kernel="rbf", param_grid={"gamma": [0.1, 1.0]}, fit_intercept=True,
+              solver=solver, n_centers=20, random_state=0)
+    ref = KernelRidgeCV(ALPHAS, **kw).fit(X, y)
+    moved = KernelRidgeCV(ALPHAS, **kw).fit(X, y + 100.0)
+    assert (moved.alpha_, moved.best_params_) == (ref.alpha_, ref.best_params_)
+    assert_allclose(moved.scores_, ref.scores_, rtol=1e-7)
+    assert_allclose(moved.intercept_, ref.intercept_ + 100.0, rtol=1e-9)
+    tol = 1e-8 if solver == "exact" else 1e-3
+    assert_allclose(moved.predict(X), ref.predict(X) + 100.0, atol=tol)
+
+
 # -------------------------------------------------------------- Nystrom (FALKON) path
 def _nystrom_refit(Knm, Kmm, y, alpha):
     """The Nystrom estimator's coefficients by a dense solve (minimum norm)."""
@@ -561,6 +686,11 @@ def test_bad_parameters_raise_and_leave_the_model_unchanged(params, match):
     assert_array_equal(model.predict(X), before)
 
 
+def test_non_bool_fit_intercept_is_a_type_error():
+    with pytest.raises(TypeError, match="fit_intercept"):
+        KernelRidgeCV(fit_intercept="yes").fit([[np.nan]], [1.0])
+
+
 def test_parameters_are_checked_before_data():
     with pytest.raises(ValueError, match="alphas"):
         KernelRidgeCV(alphas=[]).fit([[np.nan]], [1.0])
@@ -613,6 +743,7 @@ def _expected_failures(est):
                           KernelRidgeClassifierCV(kernel="rbf", gamma_search=(0.1, 10.0),
                                                   solver="nystrom", random_state=0),
                           KernelRidgeCV(kernel="rbf", param_grid={"gamma": [0.1, 1.0]}, cv=3),
+                          KernelRidgeCV(kernel="rbf", fit_intercept=True),
                           KernelRidgeClassifierCV(kernel="rbf", cv="gcv")],
                          expected_failed_checks=_expected_failures)
 def test_sklearn_compatible(estimator, check):

@@ -2,10 +2,13 @@
 and the kernel's own parameters (a grid, or a bounded search over ``log(gamma)``), one
 decomposition per kernel (and fold): exact (``n x n``) or Nyström (``m x m``)."""
 
+from functools import partial
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import (BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin,
                           is_classifier)
+from sklearn.compose import TransformedTargetRegressor
 from sklearn.metrics import check_scoring
 from sklearn.model_selection import check_cv
 from sklearn.preprocessing import LabelBinarizer
@@ -18,12 +21,11 @@ from ..utils._validation import check_bool, check_kernel_matrix
 from ._cv_grid import KernelGrid, _allowed_names, check_param_grid, ridge_params
 from ._cv_scoring import (GivenClassifier, GivenRegressor, check_alphas, check_cv_param,
                           weight_params)
-from ._cv_search import (AUTO_NYSTROM_MIN_SAMPLES, GAMMA_COARSE, GAMMA_XATOL,
-                         check_gamma_search, check_solver, resolve_solver, search_log_gamma,
-                         select_centers)
+from ._cv_search import (SEARCH_ATTRS, SEARCH_DOC, SEARCH_RAISES, check_gamma_search,
+                         check_solver, resolve_solver, search_log_gamma, select_centers)
 from ._falkon import FalkonClassifier, FalkonRegressor
 from ._kernel_ridge import _SPARSE, KernelRidge, KernelRidgeClassifier
-from ._loo import EigenRidge, loo_predictions, weighted
+from ._loo import EigenRidge, bordered_intercept, loo_predictions, weighted
 from ._loo_nystrom import NystromRidge
 
 # One decade apart from near-interpolation to strong smoothing; see the ``alphas`` docstring.
@@ -67,7 +69,9 @@ class _KernelRidgeCVBase(BaseEstimator):
                              "cv='gcv'; for K-fold cv use solver='exact'.")
         log_bounds = check_gamma_search(self.gamma_search, self.kernel,
                                         set().union(*candidates), _allowed_names(self.kernel))
-        return alphas, mode, store, per_target, scorer, candidates, solver, log_bounds
+        intercept = check_bool(getattr(self, "fit_intercept", False), "fit_intercept")
+        return (alphas, mode, store, per_target, scorer, candidates, solver, log_bounds,
+                intercept)
 
     def _validated_weights(self, sample_weight, X):
         """Checked weights (None: unweighted); resolves ``solver_``, which depends on them."""
@@ -98,6 +102,7 @@ class _KernelRidgeCVBase(BaseEstimator):
             ridge.check_alphas(alphas, type(self).__name__)
         params = weight_params(scorer, sample_weight)
         scores, values = [], []
+        self._intercepts.append([ridge.intercept(a) * scale for a in alphas])
         for alpha in alphas:
             r = ridge.loo_residuals(alpha) if mode == "loo" else ridge.gcv_residuals(alpha)
             if scorer is None:  # mean squared (weighted-space) residual, as RidgeCV
@@ -118,7 +123,7 @@ class _KernelRidgeCVBase(BaseEstimator):
         fold_scores = []
         for k, (tr, te) in enumerate(folds):
             swt = None if sw is None else sw[tr]
-            ridge = EigenRidge(*weighted(K[np.ix_(tr, tr)], Y[tr], swt))
+            ridge = EigenRidge(*weighted(K[np.ix_(tr, tr)], Y[tr], swt), u=self._u(swt, len(tr)))
             if warn and k == 0:
                 ridge.check_alphas(alphas, type(self).__name__)
             cross = K[np.ix_(te, tr)]
@@ -130,7 +135,7 @@ class _KernelRidgeCVBase(BaseEstimator):
 
     def _search(self, X, Y, y_true, sample_weight, groups, y_split):
         """Scores of every (candidate, alpha); the selection; fitted attributes."""
-        alphas, mode, store, per_target, scorer, candidates, _, log_bounds = self._checked
+        alphas, mode, store, per_target, scorer, candidates, _, log_bounds, icpt = self._checked
         per_target = per_target and Y.shape[1] > 1
         sw = None if sample_weight is None else np.sqrt(sample_weight)
         # Targets in units of their largest magnitude: squared residuals of y ~ 1e-200 (or
@@ -151,16 +156,17 @@ class _KernelRidgeCVBase(BaseEstimator):
         nystrom = self.solver_ == "nystrom"
         if nystrom:
             self._centers = select_centers(self.n_centers, self.random_state, self.backend_, X)
-        tried, scores, values = [], [], []
+        tried, scores, values, self._intercepts = [], [], [], []
 
         def evaluate(cand):  # one kernel: every alpha from one decomposition
             kw, warn = ridge_params(self, cand), not tried
             if nystrom:
-                K, ridge = None, NystromRidge(*grid.cross(kw, self._centers[0]), Y)
+                K, ridge = None, NystromRidge(*grid.cross(kw, self._centers[0]), Y, icpt)
             else:
                 K = X if precomputed else grid.matrix(kw)
             if folds is None:
-                ridge = ridge if nystrom else EigenRidge(*weighted(K, Y, sw))
+                ridge = ridge if nystrom else EigenRidge(*weighted(K, Y, sw),
+                                                         u=self._u(sw, len(Y)))
                 sc, vals = self._loo_candidate(ridge, K, Y, scale, y_true, sw, sample_weight,
                                                alphas, mode, scorer, per_target, store, warn)
             else:
@@ -186,11 +192,21 @@ class _KernelRidgeCVBase(BaseEstimator):
         if per_target:
             best = ranked.max(axis=1)  # each target at its own alpha
             ci = int(np.argmax(best.mean(axis=1)))
-            alpha = alphas[np.argmax(ranked[ci], axis=0)]
-            best_score = S[ci][np.argmax(ranked[ci], axis=0), np.arange(S.shape[2])]
+            ai = np.argmax(ranked[ci], axis=0)
+            alpha = alphas[ai]
+            best_score = S[ci][ai, np.arange(S.shape[2])]
         else:
             ci, ai = np.unravel_index(int(np.argmax(ranked)), S.shape)
             alpha, best_score = float(alphas[ai]), float(S[ci, ai])
+        if not icpt:
+            b = np.zeros(Y.shape[1])
+        elif folds is None:  # the intercepts of the search, at the selection
+            b = np.asarray(self._intercepts[ci])[ai, np.arange(Y.shape[1])]
+        else:  # K-fold scored fold models: the full-data intercept by one bordered solve
+            K = X if precomputed else grid.matrix(ridge_params(self, candidates[ci]))
+            b = bordered_intercept(*weighted(K, Y, sw), self._u(sw, len(Y)), alpha) * scale
+        if not is_classifier(self):
+            self.intercept_ = float(b[0]) if y_true.ndim == 1 else b
         if scorer is None and folds is None:  # back to the targets' units (may reach +-inf)
             with np.errstate(over="ignore"):
                 S, best_score = S * scale**2, best_score * scale**2
@@ -220,24 +236,38 @@ class _KernelRidgeCVBase(BaseEstimator):
               and not self._template()._precomputed())
         self.solver_ = resolve_solver(solver, X.shape[0], ok)
 
+    def _u(self, sw, n):
+        """The intercept's column in the weighted problem (None: no intercept)."""
+        if not self._checked[8]:
+            return None
+        return np.ones(n) if sw is None else sw
+
     def _refit(self, X, y, sw, kwargs):
-        """``best_estimator_``: exact kernel ridge, or FALKON on the search's centers."""
+        """``best_estimator_``: exact kernel ridge, or FALKON on the search's centers; with
+        ``fit_intercept``, fitted to ``y - intercept_`` (the bordered system's ``c``)."""
         clf = is_classifier(self)
         if self.solver_ == "nystrom":
             C, idx = self._centers
             self.centers_, self.center_indices_ = C, idx
             cls = FalkonClassifier if clf else FalkonRegressor
-            return cls(alpha=self.alpha_, centers=C, random_state=self.random_state,
-                       backend=self.backend, **kwargs).fit(X, y)
-        for stale in ("centers_", "center_indices_"):  # from an earlier Nystrom fit
-            vars(self).pop(stale, None)
-        cls = KernelRidgeClassifier if clf else KernelRidge
-        return cls(alpha=self.alpha_, solver="cholesky", backend=self.backend,
-                   **kwargs).fit(X, y, sw)
+            est = cls(alpha=self.alpha_, centers=C, random_state=self.random_state,
+                      backend=self.backend, **kwargs)
+        else:
+            for stale in ("centers_", "center_indices_"):  # from an earlier Nystrom fit
+                vars(self).pop(stale, None)
+            cls = KernelRidgeClassifier if clf else KernelRidge
+            est = cls(alpha=self.alpha_, solver="cholesky", backend=self.backend, **kwargs)
+        fit = {} if sw is None else {"sample_weight": sw}
+        if not self._checked[8]:
+            return est.fit(X, y, **fit)
+        b = self.intercept_
+        return TransformedTargetRegressor(est, func=partial(np.add, -b),
+                                          inverse_func=partial(np.add, b),
+                                          check_inverse=False).fit(X, y, **fit)
 
     def _prepare(self, X, y):
         self._checked = self._check_params()  # parameters before data
-        self._centers = None
+        self._centers, self._intercepts = None, []
         kw = {} if is_classifier(self) else {"multi_output": True, "y_numeric": True}
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2,
                              accept_sparse=self._accept_sparse(), **kw)
@@ -319,6 +349,15 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
         is evaluated on the leave-one-out (GCV) predictions, or on each test fold and
         averaged over folds (as ``GridSearchCV``), with the scored points'
         ``sample_weight`` where the scorer takes it (else a warning).
+    fit_intercept : bool, default=False
+        Add an unpenalised intercept ``b`` (``f = K c + b``), as
+        :class:`~sklearn.linear_model.RidgeCV` does: the bordered system
+        ``[[K + alpha I, 1], [1^T, 0]]``, whose leave-one-out and GCV are computed
+        exactly on the same decomposition (leaving a point out refits ``b`` too).
+        ``best_estimator_`` is then a
+        :class:`~sklearn.compose.TransformedTargetRegressor` around the ridge model
+        fitted to ``y - intercept_`` (which gives the bordered system's ``c``).
+        False (default): no intercept, as :class:`KernelRidge`.
     alpha_per_target : bool, default=False
         With several targets, pick an alpha for each (the kernel parameters, one kernel
         for all targets, maximise the mean over targets of each one's best score).
@@ -337,9 +376,11 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
         Selected kernel parameters (empty without ``param_grid``).
     best_score_ : float or ndarray of shape (n_targets,)
         Score at the selection (higher is better).
-    best_estimator_ : KernelRidge or FalkonRegressor
+    intercept_ : float or ndarray of shape (n_targets,)
+        The unpenalised intercept at the selection (0.0 without ``fit_intercept``).
+    best_estimator_ : KernelRidge, FalkonRegressor or TransformedTargetRegressor
         The model refitted on all data at the selection (FALKON when ``solver_`` is
-        ``"nystrom"``).
+        ``"nystrom"``; wrapped with its intercept with ``fit_intercept``).
     scores_ : ndarray of shape (n_candidates, n_alphas) or (n_candidates, n_alphas, n_targets)
         Every score, candidates in ``candidate_params_`` order (per target with
         ``alpha_per_target``).
@@ -383,8 +424,9 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
 
     def __init__(self, alphas=DEFAULT_ALPHAS, *, kernel="linear", gamma=None, degree=3,
                  coef0=1, kernel_params=None, param_grid=None, gamma_search=None, cv=None,
-                 scoring=None, alpha_per_target=False, store_cv_results=False, solver="auto",
-                 n_centers="auto", random_state=None, backend=None):
+                 scoring=None, fit_intercept=False, alpha_per_target=False,
+                 store_cv_results=False, solver="auto", n_centers="auto", random_state=None,
+                 backend=None):
         self.alphas = alphas
         self.kernel = kernel
         self.gamma = gamma
@@ -395,6 +437,7 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
         self.gamma_search = gamma_search
         self.cv = cv
         self.scoring = scoring
+        self.fit_intercept = fit_intercept
         self.alpha_per_target = alpha_per_target
         self.store_cv_results = store_cv_results
         self.solver = solver
@@ -426,7 +469,7 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
         Y = y.reshape(-1, 1) if y.ndim == 1 else y
         kwargs = self._search(X, Y, y, sw, groups, y)
         self.best_estimator_ = self._refit(X, y, sw, kwargs)
-        del self._checked, self._classes, self._centers
+        del self._checked, self._classes, self._centers, self._intercepts
         return self
 
     def predict(self, X, return_std=False, return_cov=False):
@@ -449,7 +492,9 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
             raise ValueError("return_std and return_cov need solver='exact' (the Gaussian-"
                              "process moments of exact kernel ridge); this model was "
                              "selected and fitted by the Nystrom path.")
-        return self.best_estimator_.predict(X, return_std=return_std, return_cov=return_cov)
+        est = getattr(self.best_estimator_, "regressor_", self.best_estimator_)
+        mean, *moments = est.predict(X, return_std=return_std, return_cov=return_cov)
+        return (mean + self.intercept_, *moments)
 
 
 class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
@@ -557,7 +602,7 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
         kwargs = self._search(X, Y, y, sw, groups, y)
         self.classes_ = binarizer.classes_
         self.best_estimator_ = self._refit(X, y, sw, kwargs)
-        del self._checked, self._classes, self._centers
+        del self._checked, self._classes, self._centers, self._intercepts
         return self
 
     def decision_function(self, X):
@@ -589,46 +634,6 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
         return self.best_estimator_.predict(X)
 
 
-_SEARCH_DOC = f"""
-    gamma_search : (float, float) or None, default=None
-        Bounds ``(low, high)``, ``0 < low < high``, of a continuous search for ``gamma``
-        instead of a grid: a coarse grid of {GAMMA_COARSE} log-spaced values brackets the
-        best one, then a bounded Brent search (:func:`scipy.optimize.minimize_scalar`)
-        over ``log(gamma)`` refines it to {GAMMA_XATOL:g} (about {100 * GAMMA_XATOL:g}%
-        of gamma) on the best score over ``alphas`` at each gamma. For kernels with a
-        ``gamma``; combined with a ``param_grid`` over other parameters, each of its
-        combinations gets its own search.
-    solver : {{"auto", "exact", "nystrom"}}, default="auto"
-        ``"exact"``: one ``n x n`` eigendecomposition per kernel. ``"nystrom"``: the
-        leave-one-out / GCV of the Nyström (FALKON) estimator on ``n_centers`` centers
-        (``cv`` None or ``"gcv"``, no ``sample_weight``, dense ``X``), refitted by
-        :class:`FalkonRegressor` / :class:`FalkonClassifier` on the same centers.
-        ``"auto"``: exact up to {AUTO_NYSTROM_MIN_SAMPLES:,} samples (about ``5 n^2``
-        floats, one ``eigh`` of ``9 n^3`` flops per kernel), else Nyström where it
-        applies.
-    n_centers : int >= 1 or "auto", default="auto"
-        Nyström centers, drawn uniformly as FALKON draws them ("auto":
-        ``sqrt(n) log(n)``, at least 100, at most ``n``). Only for the Nyström path.
-    random_state : int, RandomState instance or None, default=None
-        Seeds the draw of the centers (Nyström path only)."""
-
-_SEARCH_ATTRS = """
-    n_kernel_evaluations_ : int
-        Kernels evaluated (and decomposed) by the search: one per grid point, or per
-        gamma tried by ``gamma_search``.
-    solver_ : {"exact", "nystrom"}
-        The path ``solver`` resolved to.
-    centers_ : ndarray of shape (n_centers, n_features)
-        The Nyström centers of the search and of ``best_estimator_`` (Nyström only).
-    center_indices_ : ndarray of shape (n_centers,)
-        Their rows in the training ``X`` (Nyström only)."""
-
-_SEARCH_RAISES = ("an unknown ``solver``; ``n_centers`` not ``'auto'`` or in ``[1, n]``; "
-                  "``gamma_search`` bounds not ``0 < low < high`` (or with a kernel without "
-                  "``gamma``, or with ``gamma`` in ``param_grid``); ``solver='nystrom'`` with "
-                  "K-fold ``cv``, ``kernel='precomputed'`` or ``sample_weight``")
-
-
 def _fill_docs():
     from ._kernel_ridge import _KERNEL_PARAMS_DOC
 
@@ -636,8 +641,8 @@ def _fill_docs():
     text = _KERNEL_PARAMS_DOC.format(names=names).strip()
     for cls in (KernelRidgeCV, KernelRidgeClassifierCV):
         doc = cls.__doc__.replace("{kernel}", text)
-        for key, value in (("{search}", _SEARCH_DOC), ("{search_attrs}", _SEARCH_ATTRS),
-                           ("{search_raises}", _SEARCH_RAISES)):
+        for key, value in (("{search}", SEARCH_DOC), ("{search_attrs}", SEARCH_ATTRS),
+                           ("{search_raises}", SEARCH_RAISES)):
             doc = doc.replace(key, value.strip())
         cls.__doc__ = doc.replace("{{", "{").replace("}}", "}")
 

@@ -125,3 +125,44 @@ def search_log_gamma(evaluate, log_bounds, per_target):
     minimize_scalar(objective, bounds=(lo, hi), method="bounded",
                     options={"xatol": GAMMA_XATOL})
     return gammas
+
+
+# ------------------------------------------- docstring sections of the CV estimators
+SEARCH_DOC = f"""
+    gamma_search : (float, float) or None, default=None
+        Bounds ``(low, high)``, ``0 < low < high``, of a continuous search for ``gamma``
+        instead of a grid: a coarse grid of {GAMMA_COARSE} log-spaced values brackets the
+        best one, then a bounded Brent search (:func:`scipy.optimize.minimize_scalar`)
+        over ``log(gamma)`` refines it to {GAMMA_XATOL:g} (about {100 * GAMMA_XATOL:g}%
+        of gamma) on the best score over ``alphas`` at each gamma. For kernels with a
+        ``gamma``; combined with a ``param_grid`` over other parameters, each of its
+        combinations gets its own search.
+    solver : {{"auto", "exact", "nystrom"}}, default="auto"
+        ``"exact"``: one ``n x n`` eigendecomposition per kernel. ``"nystrom"``: the
+        leave-one-out / GCV of the Nyström (FALKON) estimator on ``n_centers`` centers
+        (``cv`` None or ``"gcv"``, no ``sample_weight``, dense ``X``), refitted by
+        :class:`FalkonRegressor` / :class:`FalkonClassifier` on the same centers.
+        ``"auto"``: exact up to {AUTO_NYSTROM_MIN_SAMPLES:,} samples (about ``5 n^2``
+        floats, one ``eigh`` of ``9 n^3`` flops per kernel), else Nyström where it
+        applies.
+    n_centers : int >= 1 or "auto", default="auto"
+        Nyström centers, drawn uniformly as FALKON draws them ("auto":
+        ``sqrt(n) log(n)``, at least 100, at most ``n``). Only for the Nyström path.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the draw of the centers (Nyström path only)."""
+
+SEARCH_ATTRS = """
+    n_kernel_evaluations_ : int
+        Kernels evaluated (and decomposed) by the search: one per grid point, or per
+        gamma tried by ``gamma_search``.
+    solver_ : {"exact", "nystrom"}
+        The path ``solver`` resolved to.
+    centers_ : ndarray of shape (n_centers, n_features)
+        The Nyström centers of the search and of ``best_estimator_`` (Nyström only).
+    center_indices_ : ndarray of shape (n_centers,)
+        Their rows in the training ``X`` (Nyström only)."""
+
+SEARCH_RAISES = ("an unknown ``solver``; ``n_centers`` not ``'auto'`` or in ``[1, n]``; "
+                  "``gamma_search`` bounds not ``0 < low < high`` (or with a kernel without "
+                  "``gamma``, or with ``gamma`` in ``param_grid``); ``solver='nystrom'`` with "
+                  "K-fold ``cv``, ``kernel='precomputed'`` or ``sample_weight``")

@@ -16,6 +16,13 @@ a diagonal rescaling in the eigenbasis, so one ``eigh`` serves the whole ``alpha
 Sample weights enter as scikit-learn's ``_RidgeGCV`` defines them: the problem is solved
 for ``K_w = W^1/2 K W^1/2`` and ``y_w = W^1/2 y``, whose leave-one-out residuals are
 ``sqrt(w_i) (y_i - f_{-i}(x_i))``.
+
+An unpenalised intercept ``b`` (``f = K c + b``; column ``u = W^1/2 1`` in the weighted
+problem) is the bordered system ``[[G, u], [u^T, 0]] [c; b] = [y; 0]``:
+``b = u^T G^-1 y / u^T G^-1 u`` and ``c = G^-1 (y - b u)``, so the residual is still
+``alpha c`` and ``I - H = alpha M`` with ``M = G^-1 - G^-1 u u^T G^-1 / u^T G^-1 u``:
+the leave-one-out residual is ``c_i / M_ii`` (the identity holds for any penalised least
+squares with unpenalised columns) and ``n - tr H = alpha tr M``.
 """
 
 import warnings
@@ -52,14 +59,27 @@ class EigenRidge:
     ``s + alpha >= alpha > 0``.
     """
 
-    def __init__(self, K, Y):
+    def __init__(self, K, Y, u=None):
         with blas_threads_for(K.shape[0]):
             s, V = linalg.eigh(K, check_finite=False)
         self.s = np.maximum(s, 0.0)
         self.V = V
         self.VtY = V.T @ Y
+        self.Vu = None if u is None else V.T @ u  # the intercept's column, eigenbasis
         self._V2 = None
         self.n = K.shape[0]
+
+    def intercept(self, alpha):
+        """``b = u^T G^-1 y / u^T G^-1 u`` per target (zeros without an intercept)."""
+        if self.Vu is None:
+            return np.zeros(self.VtY.shape[1])
+        g = self.Vu / (self.s + alpha)
+        return (g @ self.VtY) / float(g @ self.Vu)
+
+    def _coef(self, alpha):
+        """``V^T c`` scaled: ``diag(1 / (s + alpha)) V^T (y - b u)``."""
+        Z = self.VtY if self.Vu is None else self.VtY - np.outer(self.Vu, self.intercept(alpha))
+        return Z / (self.s + alpha)[:, None]
 
     def check_alphas(self, alphas, owner):
         """Warn where an alpha is at the round-off level of the eigenvalues."""
@@ -72,27 +92,35 @@ class EigenRidge:
                 "accurate. Use larger alphas.", RuntimeWarning, stacklevel=3)
 
     def dual(self, alpha):
-        """``c = (K + alpha I)^-1 Y``, shape (n, n_targets)."""
-        return self.V @ (self.VtY / (self.s + alpha)[:, None])
+        """``c = (K + alpha I)^-1 (Y - b u)``, shape (n, n_targets)."""
+        return self.V @ self._coef(alpha)
 
     def loo_residuals(self, alpha):
-        """Exact leave-one-out residuals ``(y_i - f_i) / (1 - H_ii) = c_i / (G^-1)_ii``."""
+        """Exact leave-one-out residuals ``(y_i - f_i) / (1 - H_ii) = c_i / M_ii``."""
         if self._V2 is None:
             self._V2 = self.V * self.V
-        d = self._V2 @ (1.0 / (self.s + alpha))  # diag of G^-1
+        g = 1.0 / (self.s + alpha)
+        d = self._V2 @ g  # diag of G^-1
+        if self.Vu is not None:
+            Gu = self.V @ (g * self.Vu)
+            d = d - Gu * Gu / float(self.Vu @ (g * self.Vu))
         return self.dual(alpha) / d[:, None]
 
     def gcv_residuals(self, alpha):
-        """GCV residuals ``(y_i - f_i) / (1 - tr H / n) = c_i n / tr G^-1``."""
-        return self.dual(alpha) * (self.n / float(np.sum(1.0 / (self.s + alpha))))
+        """GCV residuals ``(y_i - f_i) / (1 - tr H / n) = c_i n / tr M``."""
+        g = 1.0 / (self.s + alpha)
+        tr = float(np.sum(g))
+        if self.Vu is not None:
+            tr -= float((g * g) @ (self.Vu * self.Vu)) / float(g @ (self.Vu * self.Vu))
+        return self.dual(alpha) * (self.n / tr)
 
     def projected(self, K_cross_sw):
         """``K_cross_sw @ V``: the cross block in the eigenbasis, for :meth:`predict_from`."""
         return K_cross_sw @ self.V
 
     def predict_from(self, P, alpha):
-        """Predictions ``P diag(1 / (s + alpha)) V^T Y`` from ``P = projected(...)``."""
-        return P @ (self.VtY / (self.s + alpha)[:, None])
+        """Predictions ``P V^T c + b`` from ``P = projected(...)``."""
+        return P @ self._coef(alpha) + self.intercept(alpha)
 
 
 def loo_predictions(ridge, residuals, Y, K, sw, alpha):
@@ -124,5 +152,20 @@ def loo_predictions(ridge, residuals, Y, K, sw, alpha):
     out = np.empty_like(residuals)
     out[pos] = Y[pos] - residuals[pos] / sw[pos, None]
     if not np.all(pos):
-        out[~pos] = K[~pos] @ (ridge.dual(alpha) * sw[:, None])
+        out[~pos] = K[~pos] @ (ridge.dual(alpha) * sw[:, None]) + ridge.intercept(alpha)
     return out
+
+
+def bordered_intercept(K, Y, u, alpha):
+    """The intercept ``u^T G^-1 y / u^T G^-1 u`` of the bordered system, one Cholesky of
+    ``G = K + alpha I`` per distinct alpha (``alpha``: a float or one per target)."""
+    alphas = np.broadcast_to(np.asarray(alpha, dtype=np.float64), (Y.shape[1],))
+    b = np.empty(Y.shape[1])
+    n = K.shape[0]
+    for a in np.unique(alphas):
+        cols = alphas == a
+        with blas_threads_for(n):
+            cho = linalg.cho_factor(K + a * np.eye(n), check_finite=False)
+            S = linalg.cho_solve(cho, np.column_stack([Y[:, cols], u]), check_finite=False)
+        b[cols] = (u @ S[:, :-1]) / float(u @ S[:, -1])
+    return b

@@ -30,6 +30,11 @@ Large Scale Kernel Ridge Regression", AISTATS 2022, without their stochastic tra
    for any penalised least squares, Allen 1974); GCV: ``(y_i - f_i) n / (n - tr H)`` with
    ``n - tr H = n - q + sum_j w_j`` (``q`` columns of ``Q``).
 
+An unpenalised intercept (``f = K_nm b + b0``, ``u = 1``) is the bordered problem: with
+``v = (I - H0) u`` (``H0`` the hat matrix above, applied as in 3.),
+``b0 = v^T y / v^T u = u^T (I - H0) y / v^T u``, ``y - f = (y - H0 y) - b0 v``,
+``1 - H_ii = (1 - H0_ii) - v_i^2 / v^T u`` and ``n - tr H = n - tr H0 - |v|^2 / v^T u``.
+
 Cost per kernel: ``O(n m d)`` kernel blocks, ``3 n m^2`` flops (``B``, ``B^T B``, ``Q``),
 two ``m x m`` ``eigh``; each alpha then ``O(n m t)``. Memory: ``Q`` (``n x m`` float64)
 plus row blocks of ``working_memory``.
@@ -75,9 +80,11 @@ class NystromRidge:
         ``k(Z, Z)``, symmetric.
     Y : ndarray of shape (n, n_targets), float64
         Targets. Not modified.
+    fit_intercept : bool, default=False
+        Add an unpenalised intercept.
     """
 
-    def __init__(self, cross, K_mm, Y):
+    def __init__(self, cross, K_mm, Y, fit_intercept=False):
         n, m = Y.shape[0], K_mm.shape[0]
         e, V = _kept_eigh(K_mm, "kernel matrix of the centers")
         T = V / np.sqrt(e)
@@ -107,19 +114,40 @@ class NystromRidge:
         self.QtY = M.T @ BtY
         self.R0 = Y - Q @ self.QtY  # projection residual: y - Q Q^T y
         self.lev0 = np.maximum(1.0 - np.einsum("ij,ij->i", Q, Q), 0.0)  # 1 - |Q_i|^2
+        if fit_intercept:  # the same split for the intercept's column u = 1
+            self.Qtu = Q.sum(axis=0)
+            self.U0 = 1.0 - Q @ self.Qtu
+        else:
+            self.Qtu = None
+
+    def _v(self, alpha):
+        """``v = (I - H0) u`` and ``v^T u`` (None without an intercept)."""
+        if self.Qtu is None:
+            return None, None
+        v = self.U0 + self.Q @ (self._w(alpha) * self.Qtu)
+        return v, float(v.sum())
+
+    def intercept(self, alpha):
+        """The intercept per target (zeros without one)."""
+        v, vu = self._v(alpha)
+        if v is None:
+            return np.zeros(self.QtY.shape[1])
+        return self._residuals0(alpha).sum(axis=0) / vu  # v^T y = u^T (I - H0) y
 
     check_alphas = EigenRidge.check_alphas
 
     def _w(self, alpha):
         return alpha / (self.s + alpha)
 
-    def residuals(self, alpha):
-        """``y - f`` at ``alpha``, shape (n, n_targets)."""
+    def _residuals0(self, alpha):
+        """``(I - H0) y``: the residual without an intercept."""
         return self.R0 + self.Q @ (self._w(alpha)[:, None] * self.QtY)
 
-    def fitted(self, alpha):
-        """Fitted values ``f = Q diag(s / (s + alpha)) Q^T y``, shape (n, n_targets)."""
-        return self.Q @ ((self.s / (self.s + alpha))[:, None] * self.QtY)
+    def residuals(self, alpha):
+        """``y - f`` at ``alpha``, shape (n, n_targets)."""
+        R = self._residuals0(alpha)
+        v, vu = self._v(alpha)
+        return R if v is None else R - np.outer(v, R.sum(axis=0) / vu)
 
     def loo_residuals(self, alpha):
         """Exact leave-one-out residuals ``(y_i - f_i) / (1 - H_ii)``."""
@@ -129,9 +157,16 @@ class NystromRidge:
         for r0 in range(0, self.n, rows):  # Q_i^2 w without an n x q temporary
             Qb = self.Q[r0:r0 + rows]
             d[r0:r0 + rows] += (Qb * Qb) @ w
+        v, vu = self._v(alpha)
+        if v is not None:
+            d -= v * v / vu
         return self.residuals(alpha) / d[:, None]
 
     def gcv_residuals(self, alpha):
         """GCV residuals ``(y_i - f_i) n / (n - tr H)``."""
         w = self._w(alpha)
-        return self.residuals(alpha) * (self.n / (self.n - len(w) + float(np.sum(w))))
+        dof = self.n - len(w) + float(np.sum(w))  # n - tr H0
+        v, vu = self._v(alpha)
+        if v is not None:
+            dof -= float(v @ v) / vu
+        return self.residuals(alpha) * (self.n / dof)
