@@ -8,14 +8,18 @@ GaussianProcessRegressor, and bad input.
 
 import json
 import pickle
+import tracemalloc
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process.kernels import WhiteKernel
 from sklearn.model_selection import GridSearchCV
 
 import kernelkit
@@ -148,16 +152,15 @@ def test_direct_recursion_without_layers_is_linear():
 
 
 @pytest.mark.parametrize("name", ["pool_flat_b", "f3_relu_d2_flat_b", "f3v_relu_d2_gap_b"])
-def test_tiled_equals_untiled_and_tiles_bounded(name, engine, monkeypatch):
-    """A working_memory of a few pairs' states gives tiles of a few pairs and the same
-    values as one big tile (the NumPy reference holds one tile's states at a time)."""
+def test_tiled_equals_untiled(name, engine, monkeypatch):
+    """A working_memory of a few pairs gives tiles of a few pairs and the same values as
+    one big tile; below one pair it warns and computes one pair at a time."""
     arch = ARCHS[name]
     with np.load(REF) as ref:
         X, Y = ref[f"X_{arch['images']}"], ref[f"Y_{arch['images']}"]
     k = _kernel(ConvNTK, arch)
     whole = k(X, Y), k(X)
-    plan = k._plan(X[0].size, X.shape[1:])
-    per_pair = 8 * (10 if engine == "numpy" else 4) * plan.state_size
+    per_pair = k._plan(X[0].size, X.shape[1:]).pair_bytes(engine)
     sizes = []
     mod = _conv_numpy if engine == "numpy" else _conv_numba
     real = mod.run_pairs
@@ -172,6 +175,27 @@ def test_tiled_equals_untiled_and_tiles_bounded(name, engine, monkeypatch):
     with kernelkit.config_context(working_memory=0.5 * per_pair / 2**20):
         with pytest.warns(RuntimeWarning, match="one pair at a time"):
             assert_allclose(k(X, Y), whole[0], rtol=1e-15, atol=0)
+
+
+@pytest.mark.parametrize("cls", [ConvNTK, ConvNNGP])
+@pytest.mark.parametrize("readout", ["gap", "flatten"])
+def test_numpy_tiles_stay_within_working_memory(cls, readout):
+    """Peak of the allocations (tracemalloc) while computing k(X, Y) on the NumPy
+    reference, besides the output, stays within working_memory."""
+    rng = np.random.default_rng(7)
+    X, Y = rng.standard_normal((12, 12, 12, 3)), rng.standard_normal((10, 12, 12, 3))
+    k = cls(layers=[("conv", 3), "relu", ("conv", 3), "erf", readout])
+    budget = 8.0  # MiB: a few pairs of 144 pixels with a GAP read-out (1.6 MiB each)
+    with kernelkit.config_context(backend="numpy", working_memory=budget):
+        k(X, Y)  # warm up (imports, caches)
+        tracemalloc.start()
+        try:
+            K = k(X, Y)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    # besides the tiles: the output and the images' variance trajectories (22 x 288)
+    assert peak <= budget * 2**20 + K.nbytes + 8 * 22 * 288 + 2**12, peak / 2**20
 
 
 def test_flattened_equals_images_and_float32(engine):
@@ -303,3 +327,46 @@ def test_zero_and_constant_images():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ConvNNGP(layers=[("conv", 3), "erf", "gap"])(Z)
+
+
+def test_gp_tunes_a_white_noise_beside_a_conv_kernel():
+    """The conv kernel has no free hyperparameter (empty gradient); a WhiteKernel beside it
+    is tuned by scikit-learn's optimiser to the maximum of the log marginal likelihood."""
+    rng = np.random.default_rng(9)
+    X = _images(rng, 15, (4, 4, 1)).reshape(15, -1)
+    y = X[:, 5] + 0.3 * rng.standard_normal(15)
+    k = ConvNNGP(layers=[("conv", 3), "relu", "gap"], image_shape=(4, 4, 1), w_std=1.5)
+    gp = GaussianProcessRegressor(kernel=k + WhiteKernel(), random_state=0).fit(X, y)
+    theta = gp.kernel_.theta
+    assert theta.shape == (1,)
+    K = k(X)
+
+    def lml(log_noise):
+        C = K + np.exp(log_noise) * np.eye(15)
+        L = np.linalg.cholesky(C)
+        a = np.linalg.solve(C, y)
+        return -0.5 * y @ a - np.log(np.diag(L)).sum() - 7.5 * np.log(2 * np.pi)
+
+    assert_allclose(gp.log_marginal_likelihood_value_, lml(theta[0]), rtol=1e-10)
+    assert lml(theta[0]) >= max(lml(theta[0] - 0.05), lml(theta[0] + 0.05))
+
+
+@settings(max_examples=25, deadline=None)
+@given(f=st.integers(1, 3), pad=st.sampled_from(["same", "valid"]),
+       act=st.sampled_from(["relu", "erf"]), pool=st.booleans(),
+       readout=st.sampled_from(["flatten", "gap"]), b_std=st.sampled_from([None, 0.3]),
+       seed=st.integers(0, 2**16))
+def test_property_symmetric_psd_engines_agree(f, pad, act, pool, readout, b_std, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((6, 4, 4, 2))
+    side = 4 if pad == "same" else 5 - f  # the map after the convolution
+    layers = [("conv", f, pad), act] + [("avgpool", 2)] * (pool and side % 2 == 0) + [readout]
+    k = ConvNTK(layers=layers, b_std=b_std)
+    with kernelkit.config_context(backend="numpy"):
+        ref = k(X)
+    with kernelkit.config_context(backend="numba"):
+        K = k(X)
+    assert_allclose(K, ref, rtol=1e-12, atol=1e-16)
+    assert_array_equal(K, K.T)
+    eig = np.linalg.eigvalsh(K)
+    assert eig.min() >= -1e-12 * eig.max()

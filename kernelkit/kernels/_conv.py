@@ -19,11 +19,11 @@ from . import _conv_numpy
 from ._base import Kernel
 from ._conv_arch import check_image_shape, compile_layers
 
-# float64 arrays of a pair's state size alive at once per pair: the NumPy tile holds the
-# state, its padded copy, the filter sum and the activation's temporaries (measured peak
-# about 9 for the NTK); the Numba engine holds 4 buffers per running pair
-_NUMPY_ARRAYS = 10
-_NUMBA_ARRAYS = 4
+# float64 arrays of a pair's state size alive at once per pair (tracemalloc peaks of
+# NumPy tiles: 8.2 for the NTK, 7.2 for the NNGP, besides the gathered images and
+# variance trajectories); the Numba engine holds 4 (NTK) or 2 (NNGP) per running pair
+_NUMPY_ARRAYS = {True: 10, False: 8}
+_NUMBA_ARRAYS = {True: 4, False: 2}
 _MAX_TILE = 1 << 14  # pairs per compiled call: fine enough to balance the pool
 
 
@@ -54,11 +54,17 @@ class _ConvPlan:
         return _conv_numpy.run_pairs(A, B, QA, QB, ii, jj, self.prog, self.w2, self.b2,
                                      self.want_ntk, self.full, self_mode)
 
+    def pair_bytes(self, engine):
+        """Bytes a pair of a NumPy tile (or a running pair on Numba) holds at once."""
+        if engine == "numpy":
+            extra = 2 * (int(np.prod(self.image_shape)) + self.traj_len)  # gathered inputs
+            return 8.0 * (_NUMPY_ARRAYS[self.want_ntk] * self.state_size + extra)
+        return 8.0 * _NUMBA_ARRAYS[self.want_ntk] * self.state_size
+
     def _tiling(self, engine, total):
         """(pairs per tile, tiles run at once) within ``working_memory``."""
         budget = float(get_config()["working_memory"]) * 2**20
-        arrays = _NUMPY_ARRAYS if engine == "numpy" else _NUMBA_ARRAYS
-        per_pair = 8.0 * arrays * self.state_size * (1 if self.want_ntk else 0.5)
+        per_pair = self.pair_bytes(engine)
         if per_pair > budget:
             warnings.warn(f"one image pair's state needs {per_pair / 2**20:.1f} MiB, more than "
                           f"working_memory={budget / 2**20:g} MiB; computing one pair at a "
