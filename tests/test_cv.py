@@ -231,17 +231,21 @@ def test_classifier_loo_decision_values_equal_explicit_refits():
 
 
 # --------------------------------------------------------- per-target alphas and the refit
-@pytest.mark.parametrize("cv, solver", [(None, "exact"), ("gcv", "exact"), (3, "exact"),
-                                        (None, "nystrom")])
-def test_alpha_per_target_equals_separate_fits(cv, solver):
+@pytest.mark.parametrize("cv, solver, intercept", [
+    (None, "exact", False), ("gcv", "exact", False), (3, "exact", False),
+    (None, "nystrom", False), (None, "exact", True), (3, "exact", True),
+    ("gcv", "nystrom", True)])
+def test_alpha_per_target_equals_separate_fits(cv, solver, intercept):
     X, Y = _data(targets=3)
-    kw = dict(kernel="rbf", gamma=0.4, cv=cv, solver=solver, n_centers=30)
+    kw = dict(kernel="rbf", gamma=0.4, cv=cv, solver=solver, n_centers=30,
+              fit_intercept=intercept)
     joint = KernelRidgeCV(ALPHAS, alpha_per_target=True, **kw).fit(X, Y)
     single = [KernelRidgeCV(ALPHAS, **kw).fit(X, Y[:, j]) for j in range(3)]
     assert_array_equal(joint.alpha_, [s.alpha_ for s in single])
     assert_allclose(joint.best_score_, [s.best_score_ for s in single], rtol=1e-9)
     assert_allclose(joint.predict(X), np.column_stack([s.predict(X) for s in single]),
                     atol=1e-9 if solver == "exact" else 1e-5)
+    assert_allclose(joint.intercept_, [s.intercept_ for s in single], rtol=1e-9, atol=1e-12)
 
 
 def test_refit_equals_kernel_ridge_at_the_selection():
