@@ -206,3 +206,43 @@ def test_failed_float32_rounds_fall_back_to_float64(seed):
     ref = FalkonRegressor(alpha=0.1, random_state=seed, tol=1e-9, max_iter=3000).fit(X, y)
     assert _rel(f.predict(X), ref.predict(X)) < 1e-3
     assert 1 - np.mean((f.predict(X) - y) ** 2) / np.var(y) > 0.45
+
+
+@pytest.mark.parametrize("tol, cache", [(1e-10, 4096), (1e-5, 4096), (1e-10, 0)])
+def test_sample_weight_solves_the_weighted_normal_equations(tol, cache):
+    """(K_Mn W K_nM + alpha K_MM) b = K_Mn W y, dense, with weights over 1e4 and zeros;
+    held float64, mixed float32 and blockwise K_nM alike."""
+    X, y = _data(400, seed=3)
+    rng = np.random.RandomState(3)
+    w = 10.0 ** rng.uniform(-2, 2, len(y))
+    w[:30] = 0.0
+    alpha = 1e-2
+    m = FalkonRegressor(alpha=alpha, n_centers=50, gamma=GAMMA, tol=tol, cache_size=cache,
+                        random_state=0).fit(X, y, sample_weight=w)
+    Knm, Kmm = RBF(GAMMA)(X, m.centers_), RBF(GAMMA)(m.centers_)
+    b = linalg.solve(Knm.T @ (w[:, None] * Knm) + alpha * Kmm, Knm.T @ (w * y), assume_a="pos")
+    err = _rel(m.predict(X), Knm @ b)
+    assert err < (1e-8 if tol < 1e-6 else 1e-4), err
+    w_copy = w.copy()
+    m.fit(X, y, sample_weight=w)
+    np.testing.assert_array_equal(w, w_copy)  # the caller's weights are not modified
+
+
+def test_integer_sample_weight_equals_repeated_rows_on_fixed_centers():
+    X, y = _data(120, seed=4)
+    C = X[::6]
+    reps = np.random.RandomState(4).randint(1, 4, len(y))
+    a = FalkonRegressor(alpha=0.1, centers=C, gamma=GAMMA, tol=1e-12).fit(X, y, reps)
+    b = FalkonRegressor(alpha=0.1, centers=C, gamma=GAMMA, tol=1e-12).fit(
+        np.repeat(X, reps, 0), np.repeat(y, reps))
+    np.testing.assert_allclose(a.dual_coef_, b.dual_coef_, rtol=1e-7, atol=1e-9)
+
+
+def test_bad_sample_weight_is_rejected_with_state_kept():
+    X, y = _data(100, seed=5)
+    m = FalkonRegressor(n_centers=20, random_state=0).fit(X, y)
+    before = m.dual_coef_.copy()
+    for bad in (-np.ones(len(y)), np.ones(len(y) - 1), np.zeros(len(y))):
+        with pytest.raises(ValueError, match="sample_weight|Sample weights|weight"):
+            m.fit(X, y, sample_weight=bad)
+        np.testing.assert_array_equal(m.dual_coef_, before)
