@@ -57,27 +57,39 @@ def _input(xa, xb, K, full):
 def _conv(S, out, f, pb, hi, wi, ho, wo, full):
     """``out`` = sum over the filter offsets of ``S`` (zero outside the map).
 
-    Shift-and-add, offset by offset in the reference's order (same rounding), over
-    contiguous runs of the last axis (vectorised) with the edges cut out of the ranges.
+    Output row by output row (one row of the pair state: all pixels of the second image
+    for one pixel of the first), offsets added in the reference's order (same rounding)
+    over contiguous runs with the edges cut out of the ranges: the row being written
+    stays in cache and each input row is read from cache ``f**2`` times.
     """
     Pi, Po = hi * wi, ho * wo
-    n = Po * Po if full else Po
-    out[:n] = 0.0
-    for u in range(f):
-        for v in range(f):
-            lo, up = max(0, pb - v), min(wo, wi + pb - v)  # j with 0 <= j + v - pb < wi
-            for i1 in range(max(0, pb - u), min(ho, hi + pb - u)):
-                a1 = i1 + u - pb
-                if not full:
+    if not full:
+        out[:Po] = 0.0
+        for u in range(f):
+            for v in range(f):
+                lo, up = max(0, pb - v), min(wo, wi + pb - v)
+                for i in range(max(0, pb - u), min(ho, hi + pb - u)):
                     for j in range(lo, up):
-                        out[i1 * wo + j] += S[a1 * wi + j + v - pb]
+                        out[i * wo + j] += S[(i + u - pb) * wi + j + v - pb]
+        return
+    for p1 in range(Po):
+        i1, j1 = p1 // wo, p1 % wo
+        o = p1 * Po
+        out[o:o + Po] = 0.0
+        for u in range(f):
+            a1 = i1 + u - pb
+            if a1 < 0 or a1 >= hi:
+                continue
+            for v in range(f):
+                c1 = j1 + v - pb
+                if c1 < 0 or c1 >= wi:
                     continue
-                for j1 in range(lo, up):
-                    r_out, r_in = (i1 * wo + j1) * Po, (a1 * wi + j1 + v - pb) * Pi
-                    for i2 in range(max(0, pb - u), min(ho, hi + pb - u)):
-                        o, s = r_out + i2 * wo, r_in + (i2 + u - pb) * wi + v - pb
-                        for j2 in range(lo, up):
-                            out[o + j2] += S[s + j2]
+                r = (a1 * wi + c1) * Pi
+                lo, up = max(0, pb - v), min(wo, wi + pb - v)
+                for i2 in range(max(0, pb - u), min(ho, hi + pb - u)):
+                    oo, s = o + i2 * wo, r + (i2 + u - pb) * wi + v - pb
+                    for j2 in range(lo, up):
+                        out[oo + j2] += S[s + j2]
 
 
 @nb.njit(nogil=True, cache=True)
