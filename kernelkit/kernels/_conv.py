@@ -167,6 +167,16 @@ class _ConvKernel(Kernel):
         :class:`~kernelkit.backend.KernelSpec`): a :class:`~kernelkit.kernels.KernelOperator`
         calls them on host blocks.
 
+        Parameters
+        ----------
+        n_features : int
+            Columns of the flattened images, ``H * W * C``.
+
+        Returns
+        -------
+        None
+            Nothing: a valid kernel needs no engine-level description.
+
         Raises
         ------
         ValueError
@@ -223,8 +233,8 @@ class _ConvKernel(Kernel):
         Returns
         -------
         K : ndarray of shape (n_X, n_Y)
-            float32 for float32 inputs, else float64; NumPy, or CuPy for CuPy input
-            (computed on the host).
+            The kernel matrix: float32 for float32 inputs, else float64; NumPy, or CuPy
+            for CuPy input (computed on the host).
         K_gradient : ndarray of shape (n_X, n_X, 0)
             Only when ``eval_gradient`` is True.
 
@@ -248,10 +258,12 @@ class _ConvKernel(Kernel):
         Parameters
         ----------
         X : array-like of shape (n_samples, H * W * C) or (n_samples, H, W, C)
+            Images, as for :meth:`__call__`.
 
         Returns
         -------
-        K_diag : ndarray of shape (n_samples,), float64
+        K_diag : ndarray of shape (n_samples,)
+            ``k(x_i, x_i)``, float64, equal to the diagonal of ``k(X)``.
         """
         plan, engine, A, _, _ = self._evaluate(X, None)
         return follow_input(_finite(plan.selves(engine, A)[0], self), X)
@@ -322,6 +334,14 @@ w_std : float > 0, default=1.0
 b_std : float >= 0 or None, default=None
     Bias standard deviation; None means no bias.
 
+Raises
+------
+ValueError
+    When called (or resolved by an estimator): an unknown layer, a read-out that
+    is missing or not last, a "valid" filter larger than its map, a pooling window
+    that does not divide its map, ``image_shape`` missing or not matching the
+    number of features, non-positive ``w_std`` or negative ``b_std``.
+
 Notes
 -----
 With filter size 1 the convolutions act on each pixel's channel vector alone: the
@@ -332,14 +352,6 @@ pixel pairs carry the ``sqrt(eps)`` rounding of the arc-cosine angle (values to
 about ``1e-8`` relative, as neural-tangents); equal images give exact self pairs.
 ``w_std`` and ``b_std`` are not GP hyperparameters here (no gradient is provided).
 A rejected call changes nothing: the kernel holds no state.
-
-Raises
-------
-ValueError
-    When called (or resolved by an estimator): an unknown layer, a read-out that
-    is missing or not last, a "valid" filter larger than its map, a pooling window
-    that does not divide its map, ``image_shape`` missing or not matching the
-    number of features, non-positive ``w_std`` or negative ``b_std``.
 
 Examples
 --------

@@ -38,6 +38,7 @@ def myrtle_layers(depth=5):
     Returns
     -------
     layers : tuple
+        The ``layers`` parameter of :class:`ConvNTK` / :class:`ConvNNGP`.
 
     Raises
     ------
