@@ -94,7 +94,8 @@ for name, k in kernels.items():
 # the digits defeat the kernels that compare pixels position by position (RBF,
 # dense NTK, and the flatten read-out, which only pairs equal positions), while the
 # global-average-pool CNTK, which compares every pixel with every pixel, keeps most
-# of its accuracy; it costs about ``P = 64`` times more per entry.
+# of its accuracy. It costs more per entry: it carries all ``P**2 = 4096`` pixel
+# pairs of the two images, the flatten read-out only the ``P = 64`` at equal positions.
 names = list(results)
 pos = np.arange(len(names))
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
