@@ -162,3 +162,19 @@ def test_verbose_reports_newton_steps(capsys):
         warnings.simplefilter("error")
         FalkonClassifier(centers=C, gamma=GAMMA, loss="logistic", verbose=1).fit(X, y)
     assert "Newton step" in capsys.readouterr().out
+
+
+def test_numerically_singular_kmm_does_not_run_off():
+    """100 rbf centers on 300 points in 2-D: K_MM is singular to rounding. Its rounding
+    once gave negative curvature, along which b ran off (objective -1e298, accuracy 0.65)."""
+    from sklearn.datasets import make_blobs
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = make_blobs(n_samples=300, random_state=0)
+    X = StandardScaler().fit_transform(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # converges, no warning
+        clf = FalkonClassifier(random_state=0, loss="logistic").fit(X, y)
+    assert clf.n_centers_ == 100 and min(clf.loss_curve_) > 0
+    assert np.all(np.diff(clf.loss_curve_[-3:]) <= 1e-9 * clf.loss_curve_[-1])  # last level
+    assert np.mean(clf.predict(X) == y) > 0.9

@@ -337,7 +337,7 @@ _CENTERS = ("the centers are drawn from the rows: a repeated row changes the dra
             "weighted normal equations are tested against a dense solve)")
 _SCALE = ("the check's blobs (std 20) at the default kernel scale (gamma = 1 / n_features): "
           "the kernel is ~0 between test and training points; the class weights themselves "
-          "are tested at gamma=1e-3 (test_falkon.py)")
+          "are tested at gamma=1e-3 (test_ridge_proba.py)")
 
 
 def _expected(est):

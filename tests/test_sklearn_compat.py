@@ -20,7 +20,7 @@ def _expected_failures(estimator):
                 "check_class_weight_classifiers": (
                     "the check's blobs (std 20) under a linear kernel without intercept, or "
                     "the NTK at its default scale; class weights are tested in "
-                    "test_kernel_ridge.py")}
+                    "test_ridge_proba.py")}
     return {}
 
 

@@ -20,6 +20,10 @@ The objective, with ``f = K_nM b`` and row weights ``w``::
 
 (two classes: ``log(1 + exp(-y_i f_i))``, ``y_i = +-1``; more: ``-log softmax(f_i)_{y_i}``
 over one output per class; the penalty makes the softmax's shift invariance unique).
+The penalty's ``K_MM`` is taken as ``T^T T = K_MM + eps I`` with the jitter floor of
+FALKON's preconditioner (``eps = 1e-12 M max k(c, c)``): the rounding of a numerically
+singular ``K_MM`` would otherwise leave directions of negative curvature along which the
+(flat) loss lets ``b`` run off; the change of the model is ``alpha eps ||b||^2 / 2``.
 Cost per Newton step: the CG iterations (``O(n M k)`` each, one pass over ``K_nM``),
 two more passes (gradient, step), and the preconditioner's two ``M^3/3`` factorizations.
 """
@@ -148,6 +152,13 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
     lam = max(lam_end, float(np.mean(loss.w)) * kappa) if B is None else lam_end
     F = np.zeros((n, k)) if B is None else normal.knm(B)
     B = np.zeros((m, k)) if B is None else B
+
+    # the penalty takes T^T T = K_MM + eps I, psd by construction: K_MM's own rounding
+    # (or subtracting the jitter, as the squared loss does) leaves directions of
+    # negative curvature at ~1e-16 along which b runs off, the loss being flat there
+    def kmm(V):
+        return pre.kmm(V) + pre.eps * V
+
     wnorm = np.sqrt(float(np.sum(loss.w)))  # fitted values of order 1 per row
     steps, curve, change = 0, [], np.inf
     while True:
@@ -155,17 +166,18 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
         lam = lam_end if final else lam
         for step in range(_MAX_NEWTON if final else _LEVEL_STEPS):
             G, d = loss.derivatives(F)
-            KB = pre.kmm(B)
+            KB = kmm(B)
             grad = normal.kmn(G) + (lam * n) * KB
             pre.scale = np.sqrt(wc * (d[idx] if idx is not None else np.mean(d)) / n)
             with blas_threads_for(m):
                 pre.set_lambda(lam)
             inner = min(_LEVEL_TOL, tol) if final else _LEVEL_TOL
 
+            def product(P, lam=lam):  # + n lam eps P: pre.apply subtracts the jitter
+                return normal.sandwich(P, loss.hess) + (n * lam * pre.eps) * P
+
             def apply(V, lam=lam):
-                U = pre.apply(V.reshape(m, k), product=lambda P: normal.sandwich(P, loss.hess),
-                              lam=lam, n=n)
-                return U.reshape(-1, 1)
+                return pre.apply(V.reshape(m, k), product=product, lam=lam, n=n).reshape(-1, 1)
 
             # no best-residual restart (patience): each CG iterate from 0 lowers the
             # quadratic model, so the last one is the best Newton direction found
@@ -173,7 +185,7 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
                 g, it, _ = conjugate_gradient(apply, pre.Bt(-grad / n).reshape(-1, 1), inner,
                                               max_iter, progress=progress)
             D = pre.B(g.reshape(m, k))
-            KD, KmmD = normal.knm(D), pre.kmm(D)
+            KD, KmmD = normal.knm(D), kmm(D)
             t, J = _line_search(loss, F, KD, B, KB, D, KmmD, lam * n, float(np.sum(grad * D)))
             B, F = B + t * D, F + t * KD
             steps += 1
