@@ -206,6 +206,10 @@ def test_flattened_equals_images_and_float32(engine):
     K = k(X, Y)
     assert_array_equal(kf(X.reshape(4, -1), Y.reshape(2, -1)), K)
     assert_array_equal(kf(X.reshape(4, -1)), k(X))
+    assert_array_equal(kf(X, Y.reshape(2, -1)), K)  # images beside flattened rows
+    assert_array_equal(k(X.reshape(4, -1), Y), K)
+    with pytest.raises(ValueError, match="images \\(6, 6, 2\\)"):
+        k(X, Y.reshape(2, 6, 12, 1))
     K32 = kf(X.reshape(4, -1).astype(np.float32), Y.reshape(2, -1).astype(np.float32))
     assert K32.dtype == np.float32
     # float32 inputs are taken as given and computed in float64: one rounding at the end

@@ -185,7 +185,8 @@ class _ConvKernel(Kernel):
         self._plan(int(n_features))
 
     def _images(self, X, name):
-        """``X`` validated and as ``(n, H, W, C)`` host float64, with the plan."""
+        """``X`` validated as 2-D (4-D input flattened) and its image shape (None for
+        2-D input)."""
         shape = None
         X = np.asarray(X.get()) if is_cupy_array(X) else X
         if np.ndim(X) == 4:
@@ -200,9 +201,10 @@ class _ConvKernel(Kernel):
         X, sx = self._images(X, "X")
         if Y is not None:
             Y, sy = self._images(Y, "Y")
-            if X.shape[1] != Y.shape[1] or (sx or sy) and sx != sy:
+            if X.shape[1] != Y.shape[1] or (sx and sy and sx != sy):
                 raise ValueError(f"Y has {Y.shape[1]} features (images {sy}) but X has "
                                  f"{X.shape[1]} (images {sx}); they must be the same.")
+            sx = sx or sy
         plan = self._plan(X.shape[1], sx)
         dtype = np.float32 if X.dtype == np.float32 and (Y is None or Y.dtype == np.float32) \
             else np.float64
