@@ -64,9 +64,6 @@ class _KernelRidgeCVBase(BaseEstimator):
         if solver == "nystrom" and self._template()._precomputed():
             raise ValueError("solver='nystrom' evaluates the kernel at centers drawn in fit: "
                              "it cannot take kernel='precomputed' (use solver='exact').")
-        if solver == "nystrom" and mode not in ("loo", "gcv"):
-            raise ValueError("solver='nystrom' selects by leave-one-out (cv=None) or "
-                             "cv='gcv'; for K-fold cv use solver='exact'.")
         log_bounds = check_gamma_search(self.gamma_search, self.kernel,
                                         set().union(*candidates), _allowed_names(self.kernel))
         intercept = check_bool(getattr(self, "fit_intercept", False), "fit_intercept")
@@ -74,13 +71,11 @@ class _KernelRidgeCVBase(BaseEstimator):
                 intercept)
 
     def _validated_weights(self, sample_weight, X):
-        """Checked weights (None: unweighted); resolves ``solver_``, which depends on them."""
-        if sample_weight is not None:
-            # scikit-learn's check: finite, non-negative, not all zero, one per sample
-            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
-                                                 ensure_non_negative=True)
-        self._resolve_solver(X, sample_weight)
-        return sample_weight
+        if sample_weight is None:
+            return None
+        # scikit-learn's check: finite, non-negative, not all zero, one per sample
+        return _check_sample_weight(sample_weight, X, dtype=np.float64,
+                                    ensure_non_negative=True)
 
     def _score(self, scorer, pred, y_true, per_target, score_params):
         """Score out-of-sample values ``pred`` (n, n_columns) against ``y_true``."""
@@ -115,23 +110,47 @@ class _KernelRidgeCVBase(BaseEstimator):
                 values.append(pred)
         return scores, (np.stack(values, axis=-1) if store else None)
 
-    def _kfold_candidate(self, K, Y, scale, y_true, sw, folds, alphas, scorer, per_target,
-                         warn):
+    def _kfold_candidate(self, fold_model, scale, y_true, sw, folds, alphas, scorer,
+                         per_target, warn):
+        """Mean test-fold scores per alpha; ``fold_model(tr, te)`` is ``(ridge, predict)``,
+        ``predict(alpha)`` the fold model's values at ``te`` (every alpha, one model)."""
         given = GivenClassifier(self._classes) if is_classifier(self) else GivenRegressor()
         scorer = check_scoring(given, None) if scorer is None else scorer  # r2 / accuracy
         weights = None if sw is None else sw * sw
         fold_scores = []
         for k, (tr, te) in enumerate(folds):
-            swt = None if sw is None else sw[tr]
-            ridge = EigenRidge(*weighted(K[np.ix_(tr, tr)], Y[tr], swt), u=self._u(swt, len(tr)))
+            ridge, predict = fold_model(tr, te)
             if warn and k == 0:
                 ridge.check_alphas(alphas, type(self).__name__)
+            params = weight_params(scorer, None if weights is None else weights[te])
+            fold_scores.append([self._score(scorer, predict(a) * scale, y_true[te],
+                                            per_target, params) for a in alphas])
+        return list(np.mean(np.asarray(fold_scores, dtype=np.float64), axis=0))
+
+    def _fold_model(self, K, X, Y, sw, kw):
+        """``fold_model`` for :meth:`_kfold_candidate`: blocks of ``K`` (exact), or the
+        Nyström estimator on the training rows with the search's centers."""
+        def exact(tr, te):
+            swt = None if sw is None else sw[tr]
+            ridge = EigenRidge(*weighted(K[np.ix_(tr, tr)], Y[tr], swt), u=self._u(swt, len(tr)))
             cross = K[np.ix_(te, tr)]
             P = ridge.projected(cross if swt is None else cross * swt[None, :])
-            params = weight_params(scorer, None if weights is None else weights[te])
-            fold_scores.append([self._score(scorer, ridge.predict_from(P, a) * scale,
-                                            y_true[te], per_target, params) for a in alphas])
-        return list(np.mean(np.asarray(fold_scores, dtype=np.float64), axis=0))
+            return ridge, partial(ridge.predict_from, P)
+
+        def nystrom(tr, te):
+            swt = None if sw is None else sw[tr]
+            ridge = self._nystrom(X[tr], Y[tr], swt, kw)
+            K_te = KernelGrid(X, self.backend_).operator(kw).block_host(X[te],
+                                                                       self._centers[0])
+            return ridge, partial(ridge.predict, K_te)
+
+        return exact if K is not None else nystrom
+
+    def _nystrom(self, X, Y, sw, kw):
+        """:class:`NystromRidge` of ``(X, Y)`` (weights ``sw**2``) on the search's centers."""
+        cross, K_mm = KernelGrid(X, self.backend_).cross(kw, self._centers[0])
+        return NystromRidge(cross, K_mm, *weighted(None, Y, sw)[1:], sw=sw,
+                            u=self._u(sw, len(Y)))
 
     def _search(self, X, Y, y_true, sample_weight, groups, y_split):
         """Scores of every (candidate, alpha); the selection; fitted attributes."""
@@ -160,18 +179,16 @@ class _KernelRidgeCVBase(BaseEstimator):
 
         def evaluate(cand):  # one kernel: every alpha from one decomposition
             kw, warn = ridge_params(self, cand), not tried
-            if nystrom:
-                K, ridge = None, NystromRidge(*grid.cross(kw, self._centers[0]), Y, icpt)
-            else:
-                K = X if precomputed else grid.matrix(kw)
+            K = None if nystrom else X if precomputed else grid.matrix(kw)
             if folds is None:
-                ridge = ridge if nystrom else EigenRidge(*weighted(K, Y, sw),
-                                                         u=self._u(sw, len(Y)))
+                ridge = (self._nystrom(X, Y, sw, kw) if nystrom else
+                         EigenRidge(*weighted(K, Y, sw), u=self._u(sw, len(Y))))
                 sc, vals = self._loo_candidate(ridge, K, Y, scale, y_true, sw, sample_weight,
                                                alphas, mode, scorer, per_target, store, warn)
             else:
-                sc, vals = self._kfold_candidate(K, Y, scale, y_true, sw, folds, alphas,
-                                                 scorer, per_target, warn), None
+                sc, vals = self._kfold_candidate(self._fold_model(K, X, Y, sw, kw), scale,
+                                                 y_true, sw, folds, alphas, scorer,
+                                                 per_target, warn), None
             tried.append(cand)
             scores.append(sc)
             values.append(vals)
@@ -202,7 +219,11 @@ class _KernelRidgeCVBase(BaseEstimator):
             b = np.zeros(Y.shape[1])
         elif folds is None:  # the intercepts of the search, at the selection
             b = np.asarray(self._intercepts[ci])[ai, np.arange(Y.shape[1])]
-        else:  # K-fold scored fold models: the full-data intercept by one bordered solve
+        elif nystrom:  # K-fold scored fold models: the full-data intercept, once
+            ridge = self._nystrom(X, Y, sw, ridge_params(self, candidates[ci]))
+            alpha_j = np.broadcast_to(alpha, (Y.shape[1],))
+            b = np.array([ridge.intercept(a)[j] for j, a in enumerate(alpha_j)]) * scale
+        else:  # by one bordered solve
             K = X if precomputed else grid.matrix(ridge_params(self, candidates[ci]))
             b = bordered_intercept(*weighted(K, Y, sw), self._u(sw, len(Y)), alpha) * scale
         if not is_classifier(self):
@@ -225,15 +246,11 @@ class _KernelRidgeCVBase(BaseEstimator):
             self.cv_results_ = V if several else V[0]
         return ridge_params(self, candidates[ci])
 
-    def _resolve_solver(self, X, sample_weight):
+    def _resolve_solver(self, X):
         """``solver_``: "auto" is exact up to ``AUTO_NYSTROM_MIN_SAMPLES`` and where the
-        Nyström path does not apply (K-fold cv, sample weights, sparse or precomputed X)."""
-        mode, solver = self._checked[1], self._checked[6]
-        if solver == "nystrom" and sample_weight is not None:
-            raise ValueError("sample_weight is not supported with solver='nystrom' (its "
-                             "final fit, FALKON, is unweighted); use solver='exact'.")
-        ok = (mode in ("loo", "gcv") and sample_weight is None and not sp.issparse(X)
-              and not self._template()._precomputed())
+        Nyström path does not apply (sparse or precomputed X)."""
+        solver = self._checked[6]
+        ok = not sp.issparse(X) and not self._template()._precomputed()
         self.solver_ = resolve_solver(solver, X.shape[0], ok)
 
     def _u(self, sw, n):
@@ -272,6 +289,7 @@ class _KernelRidgeCVBase(BaseEstimator):
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2,
                              accept_sparse=self._accept_sparse(), **kw)
         self.backend_ = resolve_backend(self.backend, X)
+        self._resolve_solver(X)
         return X, y
 
     def _predict_input(self, X):

@@ -63,8 +63,8 @@ def check_gamma_search(bounds, kernel, param_grid_keys, allowed):
 
 
 def resolve_solver(solver, n, nystrom_ok):
-    """``"exact"`` or ``"nystrom"``; ``nystrom_ok`` False (K-fold cv, sample weights,
-    sparse or precomputed input) keeps ``"auto"`` exact."""
+    """``"exact"`` or ``"nystrom"``; ``nystrom_ok`` False (sparse or precomputed input)
+    keeps ``"auto"`` exact."""
     if solver == "auto":
         return "nystrom" if nystrom_ok and n > AUTO_NYSTROM_MIN_SAMPLES else "exact"
     return solver
@@ -139,8 +139,8 @@ SEARCH_DOC = f"""
         combinations gets its own search.
     solver : {{"auto", "exact", "nystrom"}}, default="auto"
         ``"exact"``: one ``n x n`` eigendecomposition per kernel. ``"nystrom"``: the
-        leave-one-out / GCV of the Nyström (FALKON) estimator on ``n_centers`` centers
-        (``cv`` None or ``"gcv"``, no ``sample_weight``, dense ``X``), refitted by
+        leave-one-out / GCV (or K-fold) of the Nyström (FALKON) estimator on
+        ``n_centers`` centers (dense ``X``), refitted by
         :class:`FalkonRegressor` / :class:`FalkonClassifier` on the same centers.
         ``"auto"``: exact up to {AUTO_NYSTROM_MIN_SAMPLES:,} samples (about ``5 n^2``
         floats, one ``eigh`` of ``9 n^3`` flops per kernel), else Nyström where it
@@ -165,4 +165,4 @@ SEARCH_ATTRS = """
 SEARCH_RAISES = ("an unknown ``solver``; ``n_centers`` not ``'auto'`` or in ``[1, n]``; "
                   "``gamma_search`` bounds not ``0 < low < high`` (or with a kernel without "
                   "``gamma``, or with ``gamma`` in ``param_grid``); ``solver='nystrom'`` with "
-                  "K-fold ``cv``, ``kernel='precomputed'`` or ``sample_weight``")
+                  "``kernel='precomputed'``")

@@ -37,10 +37,11 @@ _ROUNDOFF = 10.0
 
 
 def weighted(K, Y, sw):
-    """``(W^1/2 K W^1/2, W^1/2 Y)`` for ``sw = sqrt(w)`` (None: unchanged, no copy)."""
+    """``(W^1/2 K W^1/2, W^1/2 Y)`` for ``sw = sqrt(w)`` (None: unchanged, no copy; ``K``
+    None: only ``Y``)."""
     if sw is None:
         return K, Y
-    return K * np.outer(sw, sw), Y * sw[:, None]
+    return None if K is None else K * np.outer(sw, sw), Y * sw[:, None]
 
 
 class EigenRidge:
@@ -136,8 +137,9 @@ def loo_predictions(ridge, residuals, Y, K, sw, alpha):
         Weighted-space residuals (:meth:`EigenRidge.loo_residuals` or ``gcv_residuals``).
     Y : ndarray of shape (n, n_targets)
         Unweighted targets.
-    K : ndarray of shape (n, n)
-        Unweighted kernel matrix (read only for zero-weight rows).
+    K : ndarray of shape (n, n) or None
+        Unweighted kernel matrix (read only for zero-weight rows); None for a
+        :class:`~kernelkit.ridge._loo_nystrom.NystromRidge`.
     sw : ndarray of shape (n,) or None
         Square roots of the sample weights.
     alpha : float
@@ -152,7 +154,10 @@ def loo_predictions(ridge, residuals, Y, K, sw, alpha):
     out = np.empty_like(residuals)
     out[pos] = Y[pos] - residuals[pos] / sw[pos, None]
     if not np.all(pos):
-        out[~pos] = K[~pos] @ (ridge.dual(alpha) * sw[:, None]) + ridge.intercept(alpha)
+        if K is None:  # the Nystrom path evaluates its rows against the centers
+            out[~pos] = ridge.fitted_rows(np.flatnonzero(~pos), alpha)
+        else:
+            out[~pos] = K[~pos] @ (ridge.dual(alpha) * sw[:, None]) + ridge.intercept(alpha)
     return out
 
 

@@ -30,7 +30,12 @@ Large Scale Kernel Ridge Regression", AISTATS 2022, without their stochastic tra
    for any penalised least squares, Allen 1974); GCV: ``(y_i - f_i) n / (n - tr H)`` with
    ``n - tr H = n - q + sum_j w_j`` (``q`` columns of ``Q``).
 
-An unpenalised intercept (``f = K_nm b + b0``, ``u = 1``) is the bordered problem: with
+Sample weights as on the exact path (and as FALKON weighs its normal equations,
+``b = (K_mn W K_nm + alpha K_mm)^+ K_mn W y``): the rows of ``B`` and ``y`` are scaled
+by ``sqrt(w)``, and the residuals are those of the weighted problem.
+
+An unpenalised intercept (``f = K_nm b + b0``, column ``u = W^1/2 1``) is the bordered
+problem: with
 ``v = (I - H0) u`` (``H0`` the hat matrix above, applied as in 3.),
 ``b0 = v^T y / v^T u = u^T (I - H0) y / v^T u``, ``y - f = (y - H0 y) - b0 v``,
 ``1 - H_ii = (1 - H0_ii) - v_i^2 / v^T u`` and ``n - tr H = n - tr H0 - |v|^2 / v^T u``.
@@ -79,13 +84,16 @@ class NystromRidge:
     K_mm : ndarray of shape (m, m)
         ``k(Z, Z)``, symmetric.
     Y : ndarray of shape (n, n_targets), float64
-        Targets. Not modified.
-    fit_intercept : bool, default=False
-        Add an unpenalised intercept.
+        Targets, weighted (``sqrt(w) y``) when ``sw`` is given. Not modified.
+    sw : ndarray of shape (n,) or None, default=None
+        Square roots of the sample weights: the rows of ``cross`` are scaled by them.
+    u : ndarray of shape (n,) or None, default=None
+        The column of an unpenalised intercept (``sw``, or ones); None: no intercept.
     """
 
-    def __init__(self, cross, K_mm, Y, fit_intercept=False):
+    def __init__(self, cross, K_mm, Y, sw=None, u=None):
         n, m = Y.shape[0], K_mm.shape[0]
+        self.cross, self.sw = cross, sw
         e, V = _kept_eigh(K_mm, "kernel matrix of the centers")
         T = V / np.sqrt(e)
         r = T.shape[1]
@@ -96,7 +104,8 @@ class NystromRidge:
         with blas_threads_for(n):
             for r0 in range(0, n, rows):  # pass 1: B and B^T B, blockwise over K_nm
                 r1 = min(n, r0 + rows)
-                Bb = cross(r0, r1) @ T
+                Kb = cross(r0, r1)
+                Bb = (Kb if sw is None else Kb * sw[r0:r1, None]) @ T
                 B[r0:r1] = Bb
                 G += Bb.T @ Bb
                 BtY += Bb.T @ Y[r0:r1]
@@ -110,29 +119,39 @@ class NystromRidge:
                 r1 = min(n, r0 + rows)
                 B[r0:r1, :q] = B[r0:r1] @ M
         Q = B if q == r else B[:, :q]
-        self.Q, self.s, self.n = Q, s, n
+        self.Q, self.s, self.n, self.TM = Q, s, n, T @ M
         self.QtY = M.T @ BtY
         self.R0 = Y - Q @ self.QtY  # projection residual: y - Q Q^T y
         self.lev0 = np.maximum(1.0 - np.einsum("ij,ij->i", Q, Q), 0.0)  # 1 - |Q_i|^2
-        if fit_intercept:  # the same split for the intercept's column u = 1
-            self.Qtu = Q.sum(axis=0)
-            self.U0 = 1.0 - Q @ self.Qtu
-        else:
-            self.Qtu = None
+        self.u = u
+        if u is not None:  # the same split for the intercept's column
+            self.Qtu = Q.T @ u
+            self.U0 = u - Q @ self.Qtu
 
     def _v(self, alpha):
         """``v = (I - H0) u`` and ``v^T u`` (None without an intercept)."""
-        if self.Qtu is None:
+        if self.u is None:
             return None, None
         v = self.U0 + self.Q @ (self._w(alpha) * self.Qtu)
-        return v, float(v.sum())
+        return v, float(v @ self.u)
 
     def intercept(self, alpha):
         """The intercept per target (zeros without one)."""
         v, vu = self._v(alpha)
         if v is None:
             return np.zeros(self.QtY.shape[1])
-        return self._residuals0(alpha).sum(axis=0) / vu  # v^T y = u^T (I - H0) y
+        return (self.u @ self._residuals0(alpha)) / vu  # v^T y = u^T (I - H0) y
+
+    def predict(self, K_xz, alpha):
+        """Predictions ``k(x, Z) c + b0`` from ``K_xz = k(x, Z)``, with
+        ``c = T U diag(s^-1/2) diag(s / (s + alpha)) Q^T (y - b0 u)``."""
+        b0 = self.intercept(alpha)
+        Z = self.QtY if self.u is None else self.QtY - np.outer(self.Qtu, b0)
+        return K_xz @ (self.TM @ ((self.s / (self.s + alpha))[:, None] * Z)) + b0
+
+    def fitted_rows(self, rows, alpha):
+        """The full fit's (unweighted) predictions at the training rows ``rows``."""
+        return self.predict(np.vstack([self.cross(i, i + 1) for i in rows]), alpha)
 
     check_alphas = EigenRidge.check_alphas
 
@@ -147,7 +166,7 @@ class NystromRidge:
         """``y - f`` at ``alpha``, shape (n, n_targets)."""
         R = self._residuals0(alpha)
         v, vu = self._v(alpha)
-        return R if v is None else R - np.outer(v, R.sum(axis=0) / vu)
+        return R if v is None else R - np.outer(v, (self.u @ R) / vu)
 
     def loo_residuals(self, alpha):
         """Exact leave-one-out residuals ``(y_i - f_i) / (1 - H_ii)``."""
