@@ -92,10 +92,11 @@ class _STKRBase(BaseEstimator):
             e = _graph.max_exponent(X)
             Xs = _graph.scale(X, e)
             loc, first = _graph.locations(Xs)
-            W, radius2 = _graph.knn_graph(Xs, int(self.n_neighbors), loc, first)
+            W, radius2, reverse = _graph.knn_graph(Xs, int(self.n_neighbors), loc, first,
+                                                   self.backend_)
             S, degree = _graph.normalised_adjacency(W)
             state = dict(knn_radius2_=radius2, knn_degree_=degree, knn_location_=loc,
-                         knn_scale_exp_=e, _knn_first=first)
+                         knn_scale_exp_=e, _knn_first=first, _knn_reverse=reverse)
             return _operator.graph_operator(S, loc), state
         if is_precomputed(self.kernel):
             if X.shape[0] != X.shape[1]:
@@ -117,10 +118,10 @@ class _STKRBase(BaseEstimator):
             return np.asarray(X @ theta, dtype=np.float64)
         if _is_knn(self.kernel):
             e = self.knn_scale_exp_
-            fit = dict(radius2=self.knn_radius2_, degree=self.knn_degree_,
-                       loc=self.knn_location_, first=self._knn_first)
+            fit = dict(degree=self.knn_degree_, loc=self.knn_location_,
+                       first=self._knn_first, reverse=self._knn_reverse)
             return _graph.knn_cross_matmul(_graph.scale(X, e), _graph.scale(self.X_fit_, e),
-                                           fit, int(self.n_neighbors), theta)
+                                           fit, int(self.n_neighbors), theta, self.backend_)
         op = self._kernel_op(X, self.X_fit_)
         return np.asarray(op.engine.to_host(op.matmul(X, self.X_fit_, theta)), np.float64)
 
@@ -136,8 +137,12 @@ class _STKRBase(BaseEstimator):
         holds each labeled row's prediction by the fit that did not see its label
         (out-of-sample values; None without ``folds``).
         """
-        backend = "numpy" if (_is_knn(self.kernel) or is_precomputed(self.kernel)) \
-            else resolve_backend(self.backend, X)
+        if is_precomputed(self.kernel):
+            backend = "numpy"
+        elif _is_knn(self.kernel):  # the graph search's selection pass: Numba or NumPy
+            backend = "numba" if resolve_backend(self.backend) == "numba" else "numpy"
+        else:
+            backend = resolve_backend(self.backend, X)
         self.backend_ = backend  # _kernel_op reads it; fit is atomic, a failure restores it
         progress = Progress(self, check_verbose(self.verbose))
         G, state = self._train_operator(X)

@@ -25,26 +25,28 @@ at ``x_c``, not at ``x``).
 
 Rows are scaled by a power of two (exact) so that ``max |X| ~ 1`` before distances
 are taken: the graph depends on the order of distances only, and this keeps it so
-at any scale (``X * 1e-300``). Distances come blockwise (``working_memory``) from Gram
-products; two rows closer than ``1e-5`` of their norms are not told apart (no edge).
-Dense or CSR rows.
-"""
+at any scale (``X * 1e-300``). Two rows closer than ``1e-5`` of their norms
+(``d^2 <= SAME (|x|^2 + |y|^2)``) are not told apart (no edge, and they do not count
+among the ``k``). Dense or CSR rows; ``W``, ``S`` and every query's row are sparse
+(``O(n k)`` memory, no ``n x n`` block anywhere).
 
+How it is computed (:mod:`._neighbours`): a k-d tree (few features) or blocked float32
+Gram products with a fused selection (many features) find, with a rigorous bound on
+their error, a superset of each row's neighbourhood; the squared distances of those
+pairs are then computed exactly from differences, and the graph is decided on these
+alone. It equals the brute-force graph of all pairwise distances
+(:mod:`._graph_brute`) up to comparisons within rounding of the ``SLACK`` boundary.
+"""
 import numpy as np
 from scipy import sparse
 
-from .._config import get_config
+from ._neighbours import candidates, pair_sq_dists, sq_norms
 
-_SAME = 1e-10  # squared distance below _SAME * (|x|^2 + |y|^2): the same point
-# The k-th neighbour sits exactly on the radius; Gram-product distances of the same pair
-# differ in the last bits between blocks, so radii are compared with this slack.
-_SLACK = 1.0 + 1e-9
-
-
-def _row_blocks(n_rows, n_cols):
-    budget = float(get_config()["working_memory"]) * 2**20
-    step = max(1, int(budget // (8 * 6 * max(1, n_cols))))  # D, masks and temporaries
-    return range(0, n_rows, step), step
+SAME = 1e-10  # squared distance below SAME * (|x|^2 + |y|^2): the same point
+# The k-th neighbour sits exactly on the radius; a distance computed twice (another
+# summation order, another engine) may differ in the last bits, so radii are compared
+# with this slack.
+SLACK = 1.0 + 1e-9
 
 
 def max_exponent(X):
@@ -63,56 +65,68 @@ def scale(X, e):
     return np.ldexp(X, -e)
 
 
-def _sq_norms(A):
-    if sparse.issparse(A):
-        return np.asarray(A.multiply(A).sum(axis=1)).ravel()
-    return np.einsum("ij,ij->i", A, A)
-
-
-def _sq_dists(A, B, nb):
-    na = _sq_norms(A)
-    P = A @ B.T
-    P = P.toarray() if sparse.issparse(P) else np.asarray(P)
-    d2 = na[:, None] + nb[None, :] - 2.0 * P
-    same = d2 <= _SAME * (na[:, None] + nb[None, :])
-    np.maximum(d2, 0.0, out=d2)
-    d2[same] = 0.0
-    return d2, same
-
-
-def _kth(d2, excluded, k):
-    """Squared distance to the k-th nearest non-excluded column (inf: fewer exist)."""
-    d = np.where(excluded, np.inf, d2)
-    k_eff = min(k, d.shape[1]) - 1
-    return np.partition(d, k_eff, axis=1)[:, k_eff]
-
-
 def locations(X):
     """Location index of each row (exactly equal rows share one) and each location's first row.
+
+    Locations are numbered in the order of their first row (``first`` ascending).
 
     Returns
     -------
     loc : ndarray of int, shape (n_samples,)
     first : ndarray of int, shape (n_locations,)
     """
-    if not sparse.issparse(X):
-        _, first, loc = np.unique(X, axis=0, return_index=True, return_inverse=True)
-        return loc.reshape(-1), first
-    X = X.tocsr(copy=True)
-    X.sum_duplicates()  # also sorts the indices: a canonical form of each row
-    X.eliminate_zeros()
+    if sparse.issparse(X):
+        X = X.tocsr(copy=True)
+        X.sum_duplicates()  # also sorts the indices: a canonical form of each row
+        X.eliminate_zeros()
+        ind, dat, ptr = X.indices, X.data, X.indptr
+        keys = [(ind[a:b].tobytes(), dat[a:b].tobytes()) for a, b in zip(ptr[:-1], ptr[1:])]
+    else:
+        rows = np.ascontiguousarray(X, dtype=np.float64) + 0.0  # -0.0 == 0.0: one location
+        keys = [r.tobytes() for r in rows]
     ids, loc, first = {}, np.empty(X.shape[0], dtype=np.intp), []
-    for i in range(X.shape[0]):
-        a, b = X.indptr[i], X.indptr[i + 1]
-        key = (X.indices[a:b].tobytes(), X.data[a:b].tobytes())
-        if key not in ids:
-            ids[key] = len(first)
+    for i, key in enumerate(keys):
+        j = ids.setdefault(key, len(first))
+        if j == len(first):
             first.append(i)
-        loc[i] = ids[key]
+        loc[i] = j
     return loc, np.asarray(first, dtype=np.intp)
 
 
-def knn_graph(X, n_neighbors, loc, first):
+def _neighbourhoods(Q, U, k, engine, symmetric):
+    """Candidate pairs ``(rows, cols)`` in row order with their exact ``d2`` and ``same``."""
+    indptr, cols = candidates(Q, U, k, SAME, SLACK, engine, symmetric)
+    rows = np.repeat(np.arange(Q.shape[0]), np.diff(indptr))
+    d2 = pair_sq_dists(Q, U, rows, cols)
+    same = d2 <= SAME * (sq_norms(Q)[rows] + sq_norms(U)[cols])
+    d2[same] = 0.0
+    return rows, cols, d2, same
+
+
+def _kth_valid(rows, d2, valid, k, n_rows):
+    """Per row: the k-th smallest ``d2`` among its valid pairs (inf: fewer exist)."""
+    order = np.lexsort((d2, rows))
+    v = valid[order]
+    count = np.cumsum(v)
+    start = np.zeros(n_rows + 1, dtype=np.intp)
+    start[1:] = np.cumsum(np.bincount(rows, minlength=n_rows))
+    before = np.r_[0, count][start[:-1]]
+    hit = v & (count - before[rows[order]] == k)
+    r = np.full(n_rows, np.inf)
+    r[rows[order][hit]] = d2[order][hit]
+    return r
+
+
+def _expand(Wl, loc, first):
+    """Location adjacency -> row adjacency (copies share their location's row and column)."""
+    if first.size == loc.size:
+        return Wl
+    P = sparse.csr_matrix((np.ones(loc.size), (np.arange(loc.size), loc)),
+                          shape=(loc.size, first.size))
+    return (P @ Wl @ P.T).tocsr()
+
+
+def knn_graph(X, n_neighbors, loc, first, engine="numpy"):
     """Symmetric kNN adjacency over the locations, with each point's radius.
 
     Parameters
@@ -123,6 +137,8 @@ def knn_graph(X, n_neighbors, loc, first):
         ``k``, counted in distinct locations.
     loc, first : ndarray of int
         As returned by :func:`locations`.
+    engine : {"numpy", "numba"}, default="numpy"
+        Engine of the Gram search's selection pass (same graph either way).
 
     Returns
     -------
@@ -130,24 +146,22 @@ def knn_graph(X, n_neighbors, loc, first):
         0/1 weights, none between rows at one location.
     radius2 : ndarray of shape (n_samples,)
         Squared distance from each point to its ``k``-th nearest other location.
+    reverse : scipy.sparse.csr_matrix of shape (n_locations, n_locations), bool
+        ``reverse[c, b]``: ``b != c`` and ``d(x_c, x_b)^2 <= SLACK r_b^2`` (the reverse
+        test of a query in the cell of ``c``).
     """
-    n = X.shape[0]
-    nb = _sq_norms(X)
-    not_first = np.ones(n, dtype=bool)
-    not_first[first] = False
-    rows, cols, radius2 = [], [], np.empty(n)
-    blocks, step = _row_blocks(n, n)
-    for r0 in blocks:
-        d2, same = _sq_dists(X[r0:r0 + step], X, nb)
-        own = same | (loc[r0:r0 + step, None] == loc[None, :])
-        r = _kth(d2, own | not_first[None, :], n_neighbors)
-        radius2[r0:r0 + step] = r
-        i, j = np.nonzero(~own & (d2 <= _SLACK * r[:, None]))
-        rows.append(i + r0)
-        cols.append(j)
-    i, j = np.concatenate(rows), np.concatenate(cols)
-    B = sparse.csr_matrix((np.ones(i.size), (i, j)), shape=(n, n))
-    return B.maximum(B.T).tocsr(), radius2
+    U = X if first.size == X.shape[0] else X[first]
+    n_loc = first.size
+    rows, cols, d2, same = _neighbourhoods(U, U, n_neighbors, engine, symmetric=True)
+    other = rows != cols
+    r = _kth_valid(rows, d2, other & ~same, n_neighbors, n_loc)
+    within = other & (d2 <= SLACK * r[rows])
+    edge = within & ~same
+    B = sparse.csr_matrix((np.ones(int(edge.sum())), (rows[edge], cols[edge])),
+                          shape=(n_loc, n_loc))
+    reverse = sparse.csr_matrix((np.ones(int(within.sum()), dtype=bool),
+                                 (cols[within], rows[within])), shape=(n_loc, n_loc))
+    return _expand(B.maximum(B.T).tocsr(), loc, first), r[loc], reverse
 
 
 def normalised_adjacency(W):
@@ -157,15 +171,26 @@ def normalised_adjacency(W):
     return (sparse.diags(inv) @ W @ sparse.diags(inv)).tocsr(), degree
 
 
+def _location_sums(V, loc, n_loc):
+    if n_loc == loc.size:
+        out = np.empty_like(V)
+        out[loc] = V
+        return out
+    P = sparse.csr_matrix((np.ones(loc.size), (loc, np.arange(loc.size))),
+                          shape=(n_loc, loc.size))
+    return np.asarray(P @ V)
+
+
 def location_means(V, loc, counts):
     """``E V``: each row replaced by the mean of the rows at its location."""
-    sums = np.zeros((counts.size,) + V.shape[1:])
-    np.add.at(sums, loc, V)
+    if counts.size == loc.size:  # every row its own location: E = I
+        return V
+    sums = _location_sums(V, loc, counts.size)
     return (sums / counts.reshape((-1,) + (1,) * (V.ndim - 1)))[loc]
 
 
-def knn_cross_matmul(Xq, X_fit, fit, n_neighbors, theta):
-    """``K(Xq, X_fit) @ theta`` for the kNN kernel, blockwise over the rows of ``Xq``.
+def knn_cross_matmul(Xq, X_fit, fit, n_neighbors, theta, engine="numpy"):
+    """``K(Xq, X_fit) @ theta`` for the kNN kernel, sparse rows.
 
     Parameters
     ----------
@@ -173,34 +198,42 @@ def knn_cross_matmul(Xq, X_fit, fit, n_neighbors, theta):
     X_fit : ndarray or csr_matrix of shape (n_samples, n_features)
         Both scaled by the fit's power of two.
     fit : dict
-        ``radius2``, ``degree``, ``loc`` (training rows' locations), ``first``.
+        ``degree``, ``loc`` (training rows' locations), ``first``, ``reverse``
+        (as :func:`knn_graph` returns them).
     n_neighbors : int
     theta : ndarray of shape (n_samples, n_targets)
+    engine : {"numpy", "numba"}, default="numpy"
 
     Returns
     -------
     out : ndarray of shape (n_queries, n_targets)
     """
-    loc, radius2 = fit["loc"], fit["radius2"]
-    counts = np.bincount(loc).astype(np.float64)
-    not_first = np.ones(X_fit.shape[0], dtype=bool)
-    not_first[fit["first"]] = False
-    nb = _sq_norms(X_fit)
-    scaled = theta / np.sqrt(fit["degree"])[:, None]
-    loc_sum = np.zeros((counts.size, theta.shape[1]))
-    np.add.at(loc_sum, loc, theta)
-    out = np.empty((Xq.shape[0], theta.shape[1]))
-    blocks, step = _row_blocks(Xq.shape[0], X_fit.shape[0])
-    for r0 in blocks:
-        d2, same = _sq_dists(Xq[r0:r0 + step], X_fit, nb)
-        near = d2.argmin(axis=1)  # the nearest training point stands for the query itself
-        cell = loc[near]
-        own = same | (cell[:, None] == loc[None, :])
-        r = _kth(d2, own | not_first[None, :], n_neighbors)
-        d2c = _sq_dists(X_fit[near], X_fit, nb)[0]
-        w = (~own & ((d2 <= _SLACK * r[:, None]) | (d2c <= _SLACK * radius2[None, :])))
-        w = w.astype(np.float64)
-        deg = np.maximum(w.sum(axis=1), 1.0)
-        ident = loc_sum[cell] / counts[cell][:, None]
-        out[r0:r0 + step] = 0.5 * (ident + (w @ scaled) / np.sqrt(deg)[:, None])
-    return out
+    loc, first, reverse = fit["loc"], fit["first"], fit["reverse"]
+    n_loc, nq = first.size, Xq.shape[0]
+    counts = np.bincount(loc, minlength=n_loc).astype(np.float64)
+    U = X_fit if n_loc == X_fit.shape[0] else X_fit[first]
+    rows, cols, d2, same = _neighbourhoods(Xq, U, n_neighbors, engine, symmetric=False)
+    # the query's cell: its nearest location, ties to the location seen first (as argmin)
+    order = np.lexsort((first[cols], d2, rows))
+    starts = np.searchsorted(rows[order], np.arange(nq))
+    cell = cols[order[starts]]
+    # the reverse test at the cell's point: pairs it adds to the candidates
+    R = reverse[cell]
+    r_rows = np.repeat(np.arange(nq), np.diff(R.indptr))
+    keys, r_keys = rows * n_loc + cols, r_rows * n_loc + R.indices
+    new = ~np.isin(r_keys, keys)
+    nr, nc = r_rows[new], R.indices[new]
+    nd2 = pair_sq_dists(Xq, U, nr, nc)
+    nsame = nd2 <= SAME * (sq_norms(Xq)[nr] + sq_norms(U)[nc])
+    rows, cols = np.r_[rows, nr], np.r_[cols, nc]
+    d2, same = np.r_[d2, nd2], np.r_[same, nsame]
+    in_reverse = np.r_[np.isin(keys, r_keys), np.ones(nr.size, dtype=bool)]
+    valid = (cols != cell[rows]) & ~same
+    r = _kth_valid(rows, d2, valid, n_neighbors, nq)
+    w = valid & ((d2 <= SLACK * r[rows]) | in_reverse)
+    Wq = sparse.csr_matrix((np.ones(int(w.sum())), (rows[w], cols[w])), shape=(nq, n_loc))
+    deg = np.maximum(Wq @ counts, 1.0)
+    sums = _location_sums(theta, loc, n_loc)
+    scaled = _location_sums(theta / np.sqrt(fit["degree"])[:, None], loc, n_loc)
+    ident = sums[cell] / counts[cell][:, None]
+    return 0.5 * (ident + np.asarray(Wq @ scaled) / np.sqrt(deg)[:, None])

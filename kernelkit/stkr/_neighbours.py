@@ -1,0 +1,206 @@
+"""Neighbourhoods of the kNN graph: a fast search for candidates, then exact distances.
+
+The graph of :mod:`._graph` needs, for each query row ``q`` and the training locations
+``U``, the squared distances to its nearest location and to every location within
+``SLACK * r_q`` (``r_q`` the distance to the ``k``-th nearest other location). A search
+finds a *superset* of these from approximate distances whose error is bounded
+rigorously, and the distances of the candidate pairs are then computed exactly
+(:func:`pair_sq_dists`: differences, not Gram products). The graph therefore does not
+depend on which search ran, nor on its blocking or its engine.
+
+The bound: every approximate squared distance ``a`` satisfies ``a (1 - RHO) - M <= d2 <=
+a (1 + RHO) + M`` (``M`` per query row). Sorting a row's approximations ascending, the
+first ``m`` of them hold ``k + 1`` locations that cannot be the query itself (their lower
+bound exceeds the threshold of :data:`._graph.SAME`), so at least ``k`` of them are other
+locations and ``r_q <= a_m (1 + RHO) + M = R``; every location within ``SLACK * R`` has
+``a <= (SLACK * R + M) / (1 - RHO) = T``. A row is finished when its buffer of the ``K``
+smallest approximations holds every entry up to ``T``; the others are searched again
+with a larger ``K`` (ties at the ``k``-th distance can make the neighbourhood large).
+
+Two searches, chosen by the dimension (:func:`use_tree`):
+
+* a k-d tree (scikit-learn's ``KDTree``, as ``LabelSpreading`` uses) for few features:
+  its distances are direct, ``M`` is rounding only;
+* blocked Gram products for many features: float32 products of the rows centred on
+  the training mean (dense; twice the speed of float64 BLAS, ``M`` is float32's bound
+  ``(2 d + 16) u32 (|q - mu|^2 + max |u - mu|^2)``), float64 sparse products (CSR). On the
+  training rows only the tiles on and above the diagonal are multiplied, each serving
+  its rows and, transposed, its columns. Each tile is merged into the rows' buffers by
+  :func:`._loops.keep_smallest` (Numba: one fused pass).
+"""
+
+import numpy as np
+from scipy import sparse
+from sklearn.neighbors import KDTree
+
+from .._config import get_config
+from ..utils._dispatch import select_loops
+
+RHO = 1e-10  # relative error allowed for: tree rounding and the exact pairs' own
+_U32, _U64 = 2.0**-24, 2.0**-53
+TREE_MAX_D = 12  # measured crossover (see the module docstring of benchmarks/bench_stkr.py)
+
+
+def use_tree(n_features):
+    """Whether the k-d tree search serves rows of ``n_features`` features."""
+    return n_features <= TREE_MAX_D
+
+
+def sq_norms(A):
+    """Squared Euclidean norms of the rows of a dense or CSR matrix."""
+    if sparse.issparse(A):
+        return np.asarray(A.multiply(A).sum(axis=1)).ravel()
+    return np.einsum("ij,ij->i", A, A)
+
+
+def _budget_rows(n_cols, bytes_per=8, copies=4):
+    budget = float(get_config()["working_memory"]) * 2**20
+    return max(1, int(budget // (bytes_per * copies * max(1, n_cols))))
+
+
+def pair_sq_dists(Q, U, rows, cols):
+    """``|Q[rows] - U[cols]|^2`` pair by pair, computed from differences (exact to rounding)."""
+    out = np.empty(rows.size)
+    step = _budget_rows(Q.shape[1], copies=3)
+    for s in range(0, rows.size, step):
+        D = Q[rows[s:s + step]] - U[cols[s:s + step]]
+        out[s:s + step] = sq_norms(D)
+    return out
+
+
+class _Tree:
+    """k-d tree over the locations: exact distances up to rounding."""
+
+    def __init__(self, Q, U):
+        self.Q = Q.toarray() if sparse.issparse(Q) else Q
+        Ud = U.toarray() if sparse.issparse(U) else U
+        self.tree = KDTree(Ud)
+        self.margin = np.zeros(Q.shape[0])
+
+    def smallest(self, K, rows=None):
+        Q = self.Q if rows is None else self.Q[rows]
+        d, i = self.tree.query(Q, k=K)
+        return d * d, i
+
+
+class _Gemm:
+    """Blocked Gram products; on the training rows the upper tiles only."""
+
+    def __init__(self, Q, U, symmetric, engine):
+        d = U.shape[1]
+        if sparse.issparse(U):
+            self.Qc, self.Uc = Q, U
+            self.margin = (2 * d + 16) * _U64 * (sq_norms(Q) + sq_norms(U).max())
+        else:
+            # centred: float32's error is relative to the norms, and the mean is far
+            # from the rows' spread in typical data (pixels, counts)
+            mu = U.mean(axis=0)
+            self.Uc = (U - mu).astype(np.float32)
+            self.Qc = self.Uc if symmetric else (Q - mu).astype(np.float32)
+            nq = sq_norms(self.Qc.astype(np.float64))
+            nu = sq_norms(self.Uc.astype(np.float64))
+            uncentred = sq_norms(Q) + sq_norms(U).max()
+            self.margin = (2 * d + 16) * (_U32 * (nq + nu.max()) + _U64 * uncentred)
+        self.nq = sq_norms(self.Qc.astype(np.float64) if not sparse.issparse(self.Qc)
+                           else self.Qc)
+        self.nu = self.nq if symmetric else sq_norms(
+            self.Uc.astype(np.float64) if not sparse.issparse(self.Uc) else self.Uc)
+        self.symmetric = symmetric
+        self.loops = select_loops(__package__, engine)
+
+    def _product(self, A, B):
+        P = A @ B.T
+        return P.toarray() if sparse.issparse(P) else np.asarray(P)
+
+    def smallest(self, K, rows=None):
+        if rows is not None:
+            return self._smallest_rows(rows, K)
+        nq, nu = self.Qc.shape[0], self.Uc.shape[0]
+        val = np.full((nq, K), np.inf)
+        idx = np.full((nq, K), -1, dtype=np.intp)
+        step = int(min(2048, max(64, np.sqrt(_budget_rows(1, 8, 8)))))
+        keep = self.loops.keep_smallest
+        for i0 in range(0, nq, step):
+            i1 = min(i0 + step, nq)
+            for j0 in range(i0 if self.symmetric else 0, nu, step):
+                j1 = min(j0 + step, nu)
+                P = self._product(self.Qc[i0:i1], self.Uc[j0:j1])
+                keep(P, self.nu, j0, val[i0:i1], idx[i0:i1])
+                if self.symmetric and j0 > i0:
+                    keep(np.ascontiguousarray(P.T), self.nu, i0, val[j0:j1], idx[j0:j1])
+        return val + self.nq[:, None], idx
+
+    def _rows_values(self, rows):
+        return self.nq[rows, None] + self.nu[None, :] - 2.0 * self._product(self.Qc[rows],
+                                                                          self.Uc)
+
+    def _smallest_rows(self, rows, K):
+        V = self._rows_values(rows)
+        if K < V.shape[1]:
+            part = np.argpartition(V, K - 1, axis=1)[:, :K]
+        else:
+            part = np.broadcast_to(np.arange(V.shape[1]), V.shape)
+        v = np.take_along_axis(V, part, axis=1)
+        order = np.argsort(v, axis=1, kind="stable")
+        return np.take_along_axis(v, order, axis=1), np.take_along_axis(part, order, axis=1)
+
+
+def _thresholds(a, margin, same_thr, k, slack, full):
+    """Per row: ``T`` (candidates have ``a <= T``) and whether the buffer ``a`` has them all."""
+    lower = a * (1.0 - RHO) - margin[:, None]
+    count = np.cumsum(lower > same_thr[:, None], axis=1)
+    found = count[:, -1] >= k + 1
+    m = np.argmax(count >= k + 1, axis=1)
+    a_m = a[np.arange(a.shape[0]), m]
+    with np.errstate(invalid="ignore"):
+        R = np.where(found, a_m * (1.0 + RHO) + margin, np.inf)
+        T = (slack * R + margin) / (1.0 - RHO)
+    done = full | (a[:, -1] > T)
+    return T, done
+
+
+def candidates(Q, U, k, same_rel, slack, engine="numpy", symmetric=False):
+    """Candidate locations of every query row (a superset of what the graph needs).
+
+    Parameters
+    ----------
+    Q : ndarray or csr_matrix of shape (n_queries, n_features)
+    U : ndarray or csr_matrix of shape (n_locations, n_features)
+        Distinct training locations (``symmetric``: ``Q is U``).
+    k : int
+    same_rel : float
+        Rows with ``d2 <= same_rel * (|q|^2 + |u|^2)`` count as one point.
+    slack : float
+        Radii are compared with this factor (see :mod:`._graph`).
+    engine : {"numpy", "numba"}
+        Engine of the Gram search's block selection.
+    symmetric : bool
+        ``Q`` is ``U`` (the fit): half the Gram tiles.
+
+    Returns
+    -------
+    indptr : ndarray of int, shape (n_queries + 1,)
+    indices : ndarray of int
+        Candidate locations of query ``i`` in ``indices[indptr[i]:indptr[i + 1]]``.
+    """
+    nq, nu = Q.shape[0], U.shape[0]
+    K = int(min(nu, 2 * k + 10))
+    same_thr = same_rel * (sq_norms(Q) + sq_norms(U).max())
+    tree = use_tree(U.shape[1])
+    search = _Tree(Q, U) if tree else _Gemm(Q, U, symmetric, engine)
+    a, idx = search.smallest(K)
+    got_rows, got_cols = [], []
+    rows = np.arange(nq)
+    while rows.size:
+        T, done = _thresholds(a, search.margin[rows], same_thr[rows], k, slack, K >= nu)
+        take = (a <= T[:, None]) & done[:, None]
+        got_rows.append(np.broadcast_to(rows[:, None], a.shape)[take])
+        got_cols.append(idx[take])
+        rows, K = rows[~done], int(min(nu, 4 * K))
+        if rows.size:
+            a, idx = search.smallest(K, rows)
+    r, c = np.concatenate(got_rows), np.concatenate(got_cols).astype(np.intp)
+    order = np.argsort(r, kind="stable")
+    indptr = np.zeros(nq + 1, dtype=np.intp)
+    indptr[1:] = np.cumsum(np.bincount(r, minlength=nq))
+    return indptr, c[order]
