@@ -95,7 +95,7 @@ def test_variances_non_negative_near_duplicates(rng):
         kr = KernelRidge(alpha=1e-14, kernel=NTK(depth=3, b_std=0.1)).fit(X, y)
         s = kr.predict(X, return_std=True)[1]
         c = kr.predict(X, return_cov=True)[1]
-        e = InfiniteWidthRegressor(depth=3, b_std=0.1).fit(X, y)
+        e = InfiniteWidthRegressor(depth=3, b_std=0.1, diag_reg=0.0).fit(X, y)
         es = e.predict(X, return_std=True, time=[1.0, 1e3, np.inf])[1]
     for v in (s, np.diag(c), es):
         assert np.all(np.isfinite(v)) and np.all(v >= 0)
@@ -178,7 +178,7 @@ def test_ensemble_singular_kernel_is_pseudo_inverse(rng):
     X = rng.standard_normal((10, 2))
     X = np.vstack([X, X])  # duplicate rows: the NTK is singular
     y = np.concatenate([np.sin(X[:10, 0])] * 2)
-    model = InfiniteWidthRegressor(depth=1, b_std=0.5).fit(X, y)
+    model = InfiniteWidthRegressor(depth=1, b_std=0.5, diag_reg=0.0).fit(X, y)
     ridge = NTKRidge(alpha=1e-10, depth=1, b_std=0.5).fit(X[:10], y[:10])
     np.testing.assert_allclose(model.predict(X[:10]), y[:10], atol=1e-6)
     np.testing.assert_allclose(model.predict(X[:3] + 0.1), ridge.predict(X[:3] + 0.1),
@@ -376,7 +376,7 @@ def test_ensemble_deep_relu_is_scale_equivariant(data):
     ntk, nngp = NTK(**k), NNGP(**k)
     mean, cov = _converged_ensemble(ntk(X), nngp(X), ntk(Xt, X), nngp(Xt, X), nngp(Xt), y)
     s = (w * w) ** (depth + 1)
-    model = InfiniteWidthRegressor(depth=depth).fit(X, y)
+    model = InfiniteWidthRegressor(depth=depth, diag_reg=0.0).fit(X, y)
     m, c = model.predict(Xt, return_cov=True)
     np.testing.assert_allclose(m, mean, rtol=0, atol=1e-9 * np.abs(mean).max())
     np.testing.assert_allclose(c * s, cov, rtol=0, atol=1e-8 * np.abs(cov).max())
@@ -395,7 +395,8 @@ def test_ensemble_depth_1000_is_not_zero(data):
     ntk, nngp, s = NTK(depth=1000), NNGP(depth=1000), 2.0**1001
     mats = [f * s for f in (ntk(X), nngp(X), ntk(Xt, X), nngp(Xt, X), nngp(Xt))]
     mean, cov = _converged_ensemble(*mats, y)
-    m, c = InfiniteWidthRegressor(depth=1000).fit(X, y).predict(Xt, return_cov=True)
+    m, c = InfiniteWidthRegressor(depth=1000, diag_reg=0.0).fit(X, y).predict(
+        Xt, return_cov=True)
     assert np.abs(mean).max() > 0.05
     np.testing.assert_allclose(m, mean, rtol=0, atol=1e-7 * np.abs(mean).max())
     np.testing.assert_allclose(c * s, cov, rtol=0, atol=1e-7 * np.abs(cov).max())

@@ -560,10 +560,7 @@ def _outcome(fn, X, y, backend):
     return out
 
 
-_FUZZ_XFAIL = {
-    "InfiniteWidth-cov": "InfiniteWidthRegressor on X ~ 1e-114, y ~ 1e80 predicts inf mean",
-    "InfiniteWidth-std": "InfiniteWidthRegressor on two identical rows X ~ 1e87 gives NaN std",
-}
+_FUZZ_XFAIL = {}
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(

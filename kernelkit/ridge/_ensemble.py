@@ -21,7 +21,7 @@ from ..utils._state import atomic
 from ..utils._threads import blas_threads_for
 from ..utils._validation import check_scalar_param
 from ._gp import (_check_cov_size, _check_flags, _clip_cov_diag, _clip_variance,
-                  _rows_per_block, check_dense_memory, null_floor)
+                  _rows_per_block, check_dense_memory, null_floor, select_noise)
 
 __all__ = ["InfiniteWidthRegressor", "InfiniteWidthClassifier"]
 
@@ -46,15 +46,28 @@ def _flow_weights(evals, t, scale, tol):
     safe = np.where(big, lam, 1.0)
     finite = np.isfinite(tt)
     tf = np.where(finite, tt, 0.0)
-    h = np.where(finite, -np.expm1(-scale * safe * tf) / safe, 1.0 / safe)
-    return np.where(big, h, np.where(finite, scale * tf, 0.0))
+    with np.errstate(over="ignore"):  # scale * t past float range: the flow has converged
+        st = np.minimum(scale * tf, np.finfo(np.float64).max)
+    h = np.where(finite, -np.expm1(-st * safe) / safe, 1.0 / safe)
+    return np.where(big, h, np.where(finite, st, 0.0))
+
+
+def _exponent(v):
+    """``e`` with ``2**e`` nearest ``v > 0`` (0 for ``v <= 0``): exact rescaling by ``2**-e``."""
+    return int(np.round(np.log2(v))) if v > 0 else 0
+
+
+def _homogeneous(arch):
+    """relu without bias: both kernels satisfy ``k(cx, cy) = c^2 k(x, y)`` (bit-exact for
+    ``c`` a power of 2), so X can be brought to unit scale before evaluating them."""
+    return arch["activation"] == "relu" and not arch["b_std"]
 
 
 class _InfiniteWidthBase(BaseEstimator):
     """Eigendecomposition of the training kernel in ``fit``; moments at any ``t``."""
 
     def __init__(self, depth=1, activation="relu", w_std=1.0, b_std=None, time=np.inf,
-                 learning_rate=1.0, diag_reg=0.0, posterior="ntk", cache_size=4096,
+                 learning_rate=1.0, diag_reg="auto", posterior="ntk", cache_size=4096,
                  backend=None):
         self.depth = depth
         self.activation = activation
@@ -89,14 +102,34 @@ class _InfiniteWidthBase(BaseEstimator):
             raise ValueError(f"time must be a scalar here (pass an array of times to predict),"
                              f" got {self.time!r}.")
         lr = check_scalar_param(self.learning_rate, "learning_rate", low=0.0)
-        check_scalar_param(self.diag_reg, "diag_reg", low=0.0, low_inclusive=True)
+        if isinstance(self.diag_reg, str):
+            if self.diag_reg != "auto":
+                raise ValueError(f"diag_reg must be 'auto' or a number >= 0, got "
+                                 f"{self.diag_reg!r}.")
+            reg = "auto"
+        else:
+            reg = check_scalar_param(self.diag_reg, "diag_reg", low=0.0, low_inclusive=True)
         check_scalar_param(self.cache_size, "cache_size", low=0.0, low_inclusive=True)
         NNGP(**self._arch()).spec(1)  # the architecture parameters (none depends on d)
         resolve_backend(self.backend)  # the name; "auto" is resolved again on X
-        return {"posterior": self.posterior, "arch": self._arch(), "learning_rate": lr}
+        return {"posterior": self.posterior, "arch": self._arch(), "learning_rate": lr,
+                "diag_reg": reg}
+
+    def _blocks(self, op, A, B=None):
+        """``k(A, B) / 2**E`` from rows in the fit's units: the true kernel is ``2**E`` times
+        the arrays the fit holds (``E = kernel_scale_exponent_``)."""
+        sx, sk = self._scale["x"], self._scale["k"] - 2 * self._scale["x"]
+        A = np.ldexp(A, -sx) if sx else A
+        B = None if B is None else (np.ldexp(B, -sx) if sx else B)
+        with np.errstate(over="ignore", under="ignore"):
+            return np.ldexp(op.block_host(A, B), -sk)
+
+    def _diag(self, op, A):
+        sx, sk = self._scale["x"], self._scale["k"] - 2 * self._scale["x"]
+        with np.errstate(over="ignore", under="ignore"):
+            return np.ldexp(op.diag(np.ldexp(A, -sx) if sx else A), -sk)
 
     def _fit_targets(self, X, Y, config):
-        reg = float(self.diag_reg)
         n = X.shape[0]
         ntk = config["posterior"] == "ntk"
         # peak: G, the NNGP matrix, the eigenvectors, V^T K V and one product temporary
@@ -106,40 +139,85 @@ class _InfiniteWidthBase(BaseEstimator):
         self._fit_config = config
         theta, nngp = self._kernels()
         Y2 = Y.reshape(n, -1)
-        G = theta.block_host(X, None)
-        Kdd = nngp.block_host(X, None) if ntk else None
-        G.flat[:: n + 1] += reg
+        # Powers of 2 keep the arithmetic in float range at any scale of X, y and kernel
+        # (X ~ 1e-114 with y ~ 1e80 overflowed the products, X ~ 1e87 overflowed the
+        # variance): X to unit scale where the kernel is homogeneous and X's scale would
+        # take the kernel's own products out of range, the kernel to a unit diagonal,
+        # each target to unit magnitude; every rescaling is exact.
+        sx = _exponent(float(np.abs(X).max())) if _homogeneous(config["arch"]) else 0
+        sx = sx if abs(sx) > 128 else 0  # X as given where |x|^4 stays well in range
+        self._scale = {"x": sx, "k": 2 * sx, "y": np.zeros(Y2.shape[1], dtype=int)}
+        G = self._blocks(theta, X)
+        top = float(np.max(np.diag(G)))
+        if top < np.finfo(np.float64).tiny and np.any(X):
+            raise ValueError(
+                f"X: the kernel's values on the training rows underflow float64 (largest "
+                f"k(x, x) = {top:.3g}); rescale X (or raise w_std / lower depth).")
+        sk = _exponent(top)
+        sk += sk % 2  # an even exponent: standard deviations rescale exactly too
+        ey = np.array([_exponent(float(v)) for v in np.abs(Y2).max(axis=0)])
+        Ys = np.ldexp(Y2, -ey[None, :])
+        G = np.ldexp(G, -sk)
+        self._scale = {"x": sx, "k": 2 * sx + sk, "y": ey}
+        E = self._scale["k"]
+        Kdd = self._blocks(nngp, X) if ntk else None
+        auto = config["diag_reg"] == "auto"
+        if not auto:  # absolute units -> the arrays' (clamped where it swamps the kernel)
+            with np.errstate(over="ignore"):
+                G.flat[:: n + 1] += min(np.ldexp(config["diag_reg"], -E), 2.0**900)
         with blas_threads_for(n):
             # G is symmetric: its transpose is Fortran-ordered, decomposed in place
             w, V = linalg.eigh(G.T, overwrite_a=True, check_finite=False)
             del G
-            self.eigenvalues_, self.eigenvectors_ = w, V
-            self.y_eigenbasis_ = V.T @ Y2
+            Z = V.T @ Ys
+            if auto:
+                ratio, scales = select_noise(w, Z)
+                w = w + ratio
             # V^T K V: the NNGP covariance of the initial functions in the NTK eigenbasis
-            self.nngp_eigenbasis_ = V.T @ (Kdd @ V) if ntk else None
+            nngp_eb = V.T @ (Kdd @ V) if ntk else None
+        with np.errstate(over="ignore", under="ignore"):
+            if auto:  # c_j r is output j's noise variance in its own (scaled) units
+                self.diag_reg_ = float(np.ldexp(ratio, E))
+                self._noise_std = np.ldexp(np.sqrt(scales * ratio), ey)
+            else:
+                self.diag_reg_ = config["diag_reg"]
+                self._noise_std = np.full(Y2.shape[1], np.sqrt(self.diag_reg_))
+            noise = self._noise_std**2
+        self.noise_variance_ = float(noise[0]) if Y.ndim == 1 else noise
+        self.eigenvalues_, self.eigenvectors_ = w, V
+        self.y_eigenbasis_, self.nngp_eigenbasis_ = Z, nngp_eb
+        self.kernel_scale_exponent_ = E
         self.X_fit_ = X
         self._n_outputs = Y2.shape[1]
         self._y_1d = Y.ndim == 1
         return self
 
-    def _moments(self, X, time, return_std, return_cov):
+    def _moments(self, X, time, return_std, return_cov, include_noise=None):
         check_is_fitted(self)
         _check_flags(return_std, return_cov)
+        if include_noise is None:  # as GaussianProcessRegressor: an estimated noise is
+            include_noise = self._fit_config["diag_reg"] == "auto"  # in the predictive
+        elif not isinstance(include_noise, (bool, np.bool_)):
+            raise TypeError(f"include_noise must be a bool or None, got {include_noise!r}.")
         t = _check_time(self.time if time is None else time)
         X = validate_data(self, X, reset=False, dtype=np.float64)
         theta, nngp = self._kernels()
         ts = np.atleast_1d(t)
         n, m, k, T = self.X_fit_.shape[0], X.shape[0], self._n_outputs, ts.size
         w, V = self.eigenvalues_, self.eigenvectors_
+        E = self._scale["k"]
         tol = null_floor(w)
-        # loss 1/(2 n k) ||f(X) - Y||^2, as neural-tangents: time unit eta / (n k)
-        scale = self._fit_config["learning_rate"] / (n * k)
+        # loss 1/(2 n k) ||f(X) - Y||^2, as neural-tangents: time unit eta / (n k); the
+        # arrays hold the kernel / 2**E, so the flow runs 2**E times faster on them
+        with np.errstate(over="ignore", under="ignore"):
+            scale = float(np.ldexp(self._fit_config["learning_rate"] / (n * k), E))
         H = _flow_weights(w, ts, scale, tol)  # (T, n)
         ntk = self._fit_config["posterior"] == "ntk"
         mean = np.empty((T, m, k))
         var = np.empty((T, m)) if return_std else None
         if return_cov:
-            _check_cov_size(8 * (T * m * m + 3 * m * n + m * m), m)
+            _check_cov_size(8 * (T * m * m * (1 + (include_noise and k > 1) * k)
+                                 + 3 * m * n + m * m), m)
             rows = m
         else:
             rows = _rows_per_block(n, 4 + T * k / max(1, n))
@@ -147,18 +225,18 @@ class _InfiniteWidthBase(BaseEstimator):
         coef = coef.transpose(1, 0, 2).reshape(n, T * k)
         for r0 in range(0, m, rows):
             Xb = X[r0:r0 + rows]
-            P = theta.block_host(Xb, self.X_fit_) @ V
+            P = self._blocks(theta, Xb, self.X_fit_) @ V
             mean[:, r0:r0 + rows] = (P @ coef).reshape(-1, T, k).transpose(1, 0, 2)
             if not (return_std or return_cov):
                 continue
             if ntk:
-                Q = nngp.block_host(Xb, self.X_fit_) @ V
+                Q = self._blocks(nngp, Xb, self.X_fit_) @ V
                 M = self.nngp_eigenbasis_
             else:
                 H2 = _flow_weights(w, 2.0 * ts, scale, tol)
             if return_std:
                 # the terms linear in h_t are one product for all times at once
-                prior = nngp.diag(Xb)
+                prior = self._diag(nngp, Xb)
                 if ntk:
                     v = prior[None, :] - 2.0 * (H @ (P * Q).T)
                     for i in range(T):  # the quadratic term: O(n^2) per row and time
@@ -168,7 +246,7 @@ class _InfiniteWidthBase(BaseEstimator):
                     v = prior[None, :] - H2 @ (P * P).T
                 var[:, r0:r0 + rows] = v
             else:
-                prior = nngp.block_host(Xb, None)
+                prior = self._blocks(nngp, Xb)
                 cov = np.empty((T, m, m))
                 for i in range(T):
                     if ntk:
@@ -178,10 +256,17 @@ class _InfiniteWidthBase(BaseEstimator):
                     else:
                         cov[i] = prior - (P * H2[i]) @ P.T
                 cov = _clip_cov_diag(cov)
+        mean = np.ldexp(mean, self._scale["y"])  # back to the targets' units (exact)
         mean = mean[..., 0] if self._y_1d else mean
         if return_std:
-            std = np.sqrt(_clip_variance(var))
-            std = std if self._y_1d else np.repeat(std[..., None], k, axis=-1)
+            with np.errstate(over="ignore", under="ignore"):
+                std = np.ldexp(np.sqrt(_clip_variance(var)), E // 2)[..., None]
+                if include_noise:  # hypot: latent and noise variances add without overflow
+                    std = np.hypot(std, self._noise_std)
+                std = np.broadcast_to(std, (T, m, k)).copy()
+            std = std[..., 0] if self._y_1d else std
+        if return_cov:
+            cov = self._true_cov(cov, include_noise, k)
         if t.ndim == 0:
             mean = mean[0]
             if return_std:
@@ -193,6 +278,23 @@ class _InfiniteWidthBase(BaseEstimator):
         if return_cov:
             return mean, cov
         return mean
+
+    def _true_cov(self, cov, include_noise, k):
+        """The covariance in the targets' units, ``+ noise I`` per output when asked."""
+        with np.errstate(over="ignore", under="ignore"):
+            cov = np.ldexp(cov, self._scale["k"])
+            if include_noise:
+                noise = self._noise_std**2
+                eye = np.eye(cov.shape[-1])
+                if k > 1 and self._fit_config["diag_reg"] == "auto":
+                    cov = cov[..., None] + eye[..., None] * noise
+                else:
+                    cov = cov + eye * noise[0]
+        if not np.all(np.isfinite(cov)):
+            raise ValueError("X and y: the predictive covariance at this scale of X and y is "
+                             "outside float64's range; use return_std=True (computed without "
+                             "overflow) or rescale X and y.")
+        return cov
 
 
 _ENSEMBLE_PARAMS = """
@@ -209,11 +311,27 @@ _ENSEMBLE_PARAMS = """
         array of times.
     learning_rate : float > 0, default=1.0
         Only ``learning_rate * time`` matters (continuous-time gradient descent).
-    diag_reg : float >= 0, default=0.0
-        Added to the diagonal of the training kernel (absolute units: with
-        ``diag_reg = alpha`` the mean at ``t = inf`` is :class:`NTKRidge` with
-        ``alpha``). 0 is exact gradient flow; kernel null directions are not
-        moved along (pseudo-inverse), which is the exact limit.
+    diag_reg : "auto" or float >= 0, default="auto"
+        Observation noise variance, added to the diagonal of the training kernel
+        (with ``diag_reg = alpha`` the mean at ``t = inf`` is :class:`NTKRidge`
+        with ``alpha``). A number is taken in absolute units (0 is exact gradient
+        flow, interpolating the targets; kernel null directions are not moved
+        along, the exact limit). "auto" chooses it by type-II maximum likelihood
+        of the Gaussian process whose posterior mean the converged ensemble is
+        (the NTK for ``posterior="ntk"``, the NNGP kernel for "nngp"), each output
+        ``y_j ~ N(0, c_j (G + r I))`` with its own scale ``c_j`` profiled out and
+        ``r`` on 81 points over ``1e-6 .. 1e2`` times the mean eigenvalue, from the
+        one eigendecomposition ``fit`` needs (O(n) per point): ``diag_reg_ = r``
+        and ``noise_variance_ = c_j r`` (the noise in the targets' units), both
+        invariant to the scale of X (for homogeneous kernels) and of y. Why not 0:
+        on noisy data the interpolating network predicts poorly (standardised
+        diabetes: test R^2 0.09 at 0 against 0.30-0.35 with "auto", within 0.05
+        of :class:`NTKRidge` with the best ``alpha`` in hindsight, and 95%
+        noisy-predictive intervals covering 0.88-0.96 of the test targets over
+        depths 1-3 and both posteriors); why not a fixed fraction of the kernel:
+        the best ratio runs from 0.5 to 3 times the mean eigenvalue across depths
+        and posteriors on diabetes and breast cancer, and 0.1 times it (R^2
+        0.20-0.27, coverage 0.3-0.6 there) still overfits.
     posterior : {"ntk", "nngp"}, default="ntk"
         "ntk": the ensemble of networks trained by gradient flow on all layers
         (NTK dynamics, NNGP initial distribution); "nngp": only the readout layer
@@ -282,12 +400,24 @@ class InfiniteWidthRegressor(MultiOutputMixin, RegressorMixin, _InfiniteWidthBas
     Attributes
     ----------
     eigenvalues_ : ndarray of shape (n_samples,)
-        Eigenvalues of the regularised training NTK (NNGP for ``posterior="nngp"``).
+        Eigenvalues of the regularised training NTK (NNGP for ``posterior="nngp"``),
+        divided by ``2**kernel_scale_exponent_``.
     eigenvectors_ : ndarray of shape (n_samples, n_samples)
     y_eigenbasis_ : ndarray of shape (n_samples, n_outputs)
-        ``eigenvectors_.T @ y``.
+        ``eigenvectors_.T @ y``, each column divided by the power of 2 nearest its
+        largest magnitude.
     nngp_eigenbasis_ : ndarray of shape (n_samples, n_samples) or None
-        ``V^T K V`` (None for ``posterior="nngp"``).
+        ``V^T K V / 2**kernel_scale_exponent_`` (None for ``posterior="nngp"``).
+    kernel_scale_exponent_ : int
+        The arithmetic's unit: the kernels divided by this power of 2 have a
+        largest training diagonal near 1, so any kernel scale in float range
+        (e.g. ``X ~ 1e-114``, ``depth=1000``) is computed without overflow.
+    diag_reg_ : float
+        The noise added to the training kernel's diagonal (absolute units):
+        ``diag_reg`` or the value "auto" chose.
+    noise_variance_ : float or ndarray of shape (n_outputs,)
+        Observation noise variance in the targets' units: ``diag_reg_`` for a
+        given number, ``c_j * diag_reg_`` for "auto" (one per output for 2-D y).
     X_fit_ : ndarray of shape (n_samples, n_features)
     backend_ : str
     n_features_in_ : int
@@ -331,7 +461,7 @@ class InfiniteWidthRegressor(MultiOutputMixin, RegressorMixin, _InfiniteWidthBas
                              ensure_min_samples=2)
         return self._fit_targets(X, y, config)
 
-    def predict(self, X, return_std=False, return_cov=False, time=None):
+    def predict(self, X, return_std=False, return_cov=False, time=None, include_noise=None):
         """Mean (and standard deviation or covariance) of the ensemble at time ``t``.
 
         Parameters
@@ -346,22 +476,34 @@ class InfiniteWidthRegressor(MultiOutputMixin, RegressorMixin, _InfiniteWidthBas
             Training time(s) (>= 0, ``np.inf`` allowed); None uses ``self.time``.
             An array adds a leading ``n_times`` axis to every output (a training
             curve at the cost of about one prediction).
+        include_noise : bool or None, default=None
+            Whether the standard deviation / covariance is that of a new noisy
+            target ``y = f(x) + noise`` (variance ``latent + noise_variance_``,
+            the diagonal of the covariance alike) or of the ensemble's output
+            ``f(x)`` alone. None: included when the noise was estimated
+            (``diag_reg="auto"``), not for a given ``diag_reg``, as
+            ``GaussianProcessRegressor`` includes a fitted ``WhiteKernel`` but
+            not its ``alpha``.
 
         Returns
         -------
         y_mean : ndarray of shape ([n_times,] n_samples[, n_outputs])
         y_std : ndarray, same shape as ``y_mean``
             Only with ``return_std``.
-        y_cov : ndarray of shape ([n_times,] n_samples, n_samples)
-            Only with ``return_cov`` (the same for every output).
+        y_cov : ndarray of shape ([n_times,] n_samples, n_samples[, n_outputs])
+            Only with ``return_cov``: the same for every output, except with the
+            noise of ``diag_reg="auto"`` on 2-D y (one noise per output, a trailing
+            ``n_outputs`` axis).
 
         Raises
         ------
         ValueError
             Negative or NaN ``time``; both ``return_std`` and ``return_cov``;
-            a covariance larger than ``working_memory``.
+            a covariance larger than ``working_memory`` or outside float64's range.
+        TypeError
+            ``include_noise`` neither a bool nor None.
         """
-        return self._moments(X, time, return_std, return_cov)
+        return self._moments(X, time, return_std, return_cov, include_noise)
 
 
 class InfiniteWidthClassifier(ClassifierMixin, _InfiniteWidthBase):
