@@ -90,6 +90,7 @@ def part_a(cfg):
 
     X, y, Xt, yt = fm_data(cfg["n_a"], cfg["n_test"])
     gammas, alphas = cfg["gammas_a"], cfg["alphas_a"]
+    grid_size = f"{len(gammas)} x {len(alphas)}"
     rows = []
     ours, t = timed(lambda: KernelRidgeClassifierCV(
         alphas, kernel="rbf", param_grid={"gamma": gammas}, scoring="accuracy",
@@ -97,14 +98,15 @@ def part_a(cfg):
     rows.append({"model": "kernelkit KernelRidgeClassifierCV (leave-one-out)", "time_s": t,
                  "accuracy": float(np.mean(ours.predict(Xt) == yt)),
                  "gamma": ours.best_params_["gamma"], "alpha": float(ours.alpha_),
-                 "kernels": ours.n_kernel_evaluations_})
+                 "kernels": ours.n_kernel_evaluations_, "grid": grid_size})
     print(f"  {rows[-1]}", flush=True)
     grid = GridSearchCV(KernelRidge(kernel="rbf"), {"alpha": alphas, "gamma": gammas},
                         cv=cfg["folds_a"], scoring=argmax_accuracy)
     grid, t = timed(lambda: grid.fit(X, signs(y)))
     rows.append({"model": f"scikit-learn GridSearchCV(KernelRidge, cv={cfg['folds_a']})",
                  "time_s": t, "accuracy": float(np.mean(grid.predict(Xt).argmax(1) == yt)),
-                 "gamma": grid.best_params_["gamma"], "alpha": grid.best_params_["alpha"]})
+                 "gamma": grid.best_params_["gamma"], "alpha": grid.best_params_["alpha"],
+                 "grid": grid_size})
     print(f"  {rows[-1]}", flush=True)
     try:
         from himalaya.kernel_ridge import KernelRidgeCV as HimalayaKRCV
@@ -126,7 +128,7 @@ def part_a(cfg):
     rows.append({"model": f"himalaya KernelRidgeCV (cv={cfg['folds_a']}, alpha per target, "
                           "looped over gammas)", "time_s": t,
                  "accuracy": float(np.mean(np.asarray(m.predict(Xt)).argmax(1) == yt)),
-                 "gamma": g, "alpha": "per target"})
+                 "gamma": g, "alpha": "per target", "grid": grid_size})
     print(f"  {rows[-1]}", flush=True)
     return rows
 

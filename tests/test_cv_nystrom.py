@@ -190,14 +190,16 @@ def test_nystrom_gcv_equals_its_closed_form_with_duplicate_centers():
         assert_allclose(-cv.scores_[0, j], gcv, rtol=1e-8)
 
 
+@pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("cv", [None, "gcv"])
-def test_nystrom_with_every_point_a_center_is_the_exact_path(cv):
+def test_nystrom_with_every_point_a_center_is_the_exact_path(cv, weighted):
     X, y = _data(n=30, targets=2)
+    w = _weights(len(y)) if weighted else None
     grid = {"gamma": [0.2, 1.0]}
     exact = KernelRidgeCV(ALPHAS, kernel="rbf", param_grid=grid, cv=cv,
-                          store_cv_results=True).fit(X, y)
+                          store_cv_results=True).fit(X, y, w)
     nys = KernelRidgeCV(ALPHAS, kernel="rbf", param_grid=grid, cv=cv, solver="nystrom",
-                        n_centers=30, store_cv_results=True).fit(X, y)
+                        n_centers=30, store_cv_results=True).fit(X, y, w)
     assert exact.solver_ == "exact" and nys.solver_ == "nystrom"
     assert_allclose(nys.cv_results_, exact.cv_results_, rtol=1e-7, atol=1e-12)
     assert_allclose(nys.scores_, exact.scores_, rtol=1e-8)
