@@ -527,9 +527,9 @@ class FalkonClassifier(_ClassifierMixin, _FalkonBase):
         tr(b^T K_MM b)``; its ``predict_proba`` are the model's own probabilities
         (sigmoid / softmax of ``decision_function``: ``calibration_temperature_`` is
         1). ``tol`` then bounds the relative change of the fitted values by the last
-        Newton step (and each step's CG to ``min(1e-2, tol)``); ``max_iter`` the CG
-        iterations of a Newton step; ``n_iter_`` counts the Newton steps over the
-        whole path of penalties.
+        Newton step (each step's CG to the previous step's change, at most 1e-2);
+        ``max_iter`` the CG iterations of a Newton step; ``n_iter_`` counts the Newton
+        steps over the whole path of penalties.
     class_weight : dict, "balanced" or None, default=None
         Weights of the classes in the loss, as scikit-learn's classifiers take them
         (``"balanced"``: ``n_samples / (n_classes * bincount(y))``), multiplied with
