@@ -6,6 +6,7 @@ that made them); a dense matrix-exponential implementation of Lee et al. (2019)
 eqs. (15)-(16) written here; central finite differences (kernel gradients).
 """
 
+import functools
 import warnings
 from pathlib import Path
 
@@ -477,3 +478,186 @@ def test_ridge_moments_on_sparse_X(rng):
     np.testing.assert_allclose(s, gs, atol=1e-10)
     np.testing.assert_allclose(sparse.predict(Xt, return_cov=True)[1],
                                gp.predict(Xt.toarray(), return_cov=True)[1], atol=1e-10)
+
+
+# ------------------------------------------- diag_reg="auto" and the noisy predictive
+@functools.lru_cache(maxsize=1)
+def _diabetes():
+    """Standardised diabetes split, and the test R^2 of NTKRidge with alpha tuned by exact
+    leave-one-out (a dense NumPy eigendecomposition) on the training rows."""
+    from sklearn.datasets import load_diabetes
+    from sklearn.model_selection import train_test_split
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_diabetes(return_X_y=True)
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.25, random_state=0)
+    sx = StandardScaler().fit(Xtr)
+    mu, sd = ytr.mean(), ytr.std()
+    Xtr, Xte, ytr, yte = sx.transform(Xtr), sx.transform(Xte), (ytr - mu) / sd, (yte - mu) / sd
+    lam, V = np.linalg.eigh(NTK()(Xtr))
+    z, V2 = V.T @ ytr, V**2
+    alphas = 10.0 ** np.arange(-3, 3.01, 0.25)
+    loo = [np.mean(((V @ (z / (lam + a))) / (V2 @ (1 / (lam + a))))**2) for a in alphas]
+    best = alphas[int(np.argmin(loo))]
+    return Xtr, Xte, ytr, yte, NTKRidge(alpha=best).fit(Xtr, ytr).score(Xte, yte)
+
+
+@pytest.mark.parametrize("posterior", ["ntk", "nngp"])
+def test_default_does_not_interpolate_noisy_diabetes(posterior):
+    """The default diag_reg scores within 0.05 of kernel ridge with a tuned alpha, and its
+    95% noisy-predictive intervals cover 0.90-0.99 of the test targets (diag_reg=0 once
+    scored R^2 0.09 with intervals covering 15%)."""
+    Xtr, Xte, ytr, yte, ridge = _diabetes()
+    model = InfiniteWidthRegressor(posterior=posterior).fit(Xtr, ytr)
+    assert model.score(Xte, yte) > ridge - 0.05
+    mean, std = model.predict(Xte, return_std=True)
+    cover = np.mean(np.abs(yte - mean) <= 1.96 * std)
+    assert 0.90 <= cover <= 0.99, cover
+    # the latent band alone covers far less: the noise is what a new target adds
+    latent = model.predict(Xte, return_std=True, include_noise=False)[1]
+    assert np.mean(np.abs(yte - mean) <= 1.96 * latent) < 0.6
+    interp = InfiniteWidthRegressor(posterior=posterior, diag_reg=0.0).fit(Xtr, ytr)
+    assert interp.score(Xte, yte) < ridge - 0.2
+
+
+def _nll(params, K, y):
+    """-log N(y | 0, c K + s I) for log (c, s), dense."""
+    c, s = np.exp(params)
+    C = c * K + s * np.eye(len(y))
+    return 0.5 * (np.linalg.slogdet(C)[1] + y @ np.linalg.solve(C, y))
+
+
+def test_auto_noise_is_the_maximum_likelihood_noise(data):
+    """diag_reg_ and noise_variance_ are the evidence maximisers of y ~ N(0, c Theta + s I)
+    found by a dense scipy minimisation: diag_reg_ = s / c to the grid's step (10**0.1),
+    noise_variance_ = s to the same precision."""
+    from scipy.optimize import minimize
+
+    X, y, _ = data
+    y = y + 0.5 * np.random.default_rng(3).standard_normal(len(y))
+    K = NTK(depth=2, b_std=0.3)(X)
+    res = minimize(_nll, np.log([1.0, 0.1]), args=(K, y), method="Nelder-Mead",
+                   options={"xatol": 1e-8, "fatol": 1e-10, "maxiter": 4000})
+    c, s = np.exp(res.x)
+    model = InfiniteWidthRegressor(depth=2, b_std=0.3).fit(X, y)
+    assert abs(np.log10(model.diag_reg_ / (s / c))) <= 0.05 + 1e-9
+    assert model.noise_variance_ == pytest.approx(s, rel=0.15)
+    # given its ratio, the noise is the closed-form ML noise r y^T (K + r I)^{-1} y / n
+    r = model.diag_reg_
+    ml = r * y @ np.linalg.solve(K + r * np.eye(len(y)), y) / len(y)
+    assert model.noise_variance_ == pytest.approx(ml, rel=1e-10)
+    # the mean is NTK kernel regression with that alpha
+    np.testing.assert_allclose(model.predict(X), NTKRidge(alpha=r, depth=2, b_std=0.3)
+                               .fit(X, y).predict(X), rtol=0, atol=1e-10)
+
+
+def test_noisy_predictive_is_latent_plus_noise(data):
+    """var(y*) = var(f*) + noise_variance_ exactly, per output; covariances gain noise on
+    the diagonal only; include_noise=None includes it only for an estimated noise."""
+    X, y, Xt = data
+    Y = np.stack([y, 1e3 * np.cos(X[:, 0])], axis=1)  # two outputs, two noise levels
+    model = InfiniteWidthRegressor(depth=2, b_std=0.2).fit(X, Y)
+    times = [3.0, np.inf]
+    m, s_lat = model.predict(Xt, return_std=True, include_noise=False, time=times)
+    m2, s_all = model.predict(Xt, return_std=True, time=times)
+    np.testing.assert_array_equal(m, m2)
+    noise = model.noise_variance_
+    assert noise.shape == (2,) and noise[1] > 1e4 * noise[0]
+    np.testing.assert_allclose(s_all**2, s_lat**2 + noise, rtol=1e-13)
+    _, c_lat = model.predict(Xt, return_cov=True, include_noise=False)
+    _, c_all = model.predict(Xt, return_cov=True)
+    assert c_lat.shape == (9, 9) and c_all.shape == (9, 9, 2)
+    for j in range(2):
+        np.testing.assert_allclose(c_all[..., j], c_lat + noise[j] * np.eye(9), rtol=1e-13)
+    np.testing.assert_allclose(np.sqrt(np.diag(c_lat)), s_lat[1, :, 0], rtol=1e-10)
+    # a given diag_reg: latent by default (as GaussianProcessRegressor's alpha), noise on ask
+    fixed = InfiniteWidthRegressor(depth=2, b_std=0.2, diag_reg=0.05).fit(X, y)
+    assert fixed.noise_variance_ == fixed.diag_reg_ == 0.05
+    lat = fixed.predict(Xt, return_std=True)[1]
+    noisy = fixed.predict(Xt, return_std=True, include_noise=True)[1]
+    np.testing.assert_allclose(noisy**2, lat**2 + 0.05, rtol=1e-13)
+    _, c1 = fixed.predict(Xt, return_cov=True, include_noise=True)
+    np.testing.assert_allclose(c1, fixed.predict(Xt, return_cov=True)[1] + 0.05 * np.eye(9),
+                               rtol=1e-13)
+    with pytest.raises(TypeError, match="include_noise"):
+        fixed.predict(Xt, return_std=True, include_noise="yes")
+
+
+def test_auto_noise_is_scale_invariant(data):
+    """y * c: the same ratio, the mean times c, the noise times c^2; relu without bias,
+    X * 2**k: the ratio (kernel units) times 4**k, the same mean."""
+    X, y, Xt = data
+    base = InfiniteWidthRegressor(depth=2).fit(X, y)
+    big = InfiniteWidthRegressor(depth=2).fit(X, 1e6 * y)
+    assert big.diag_reg_ == pytest.approx(base.diag_reg_, rel=1e-12)
+    assert big.noise_variance_ == pytest.approx(1e12 * base.noise_variance_, rel=1e-10)
+    np.testing.assert_allclose(big.predict(Xt), 1e6 * base.predict(Xt), rtol=1e-10)
+    wide = InfiniteWidthRegressor(depth=2).fit(8.0 * X, y)
+    assert wide.diag_reg_ == pytest.approx(64.0 * base.diag_reg_, rel=1e-12)
+    np.testing.assert_allclose(wide.predict(8.0 * Xt), base.predict(Xt), rtol=1e-10)
+    bad = InfiniteWidthRegressor(diag_reg="mle")
+    with pytest.raises(ValueError, match="diag_reg must be 'auto'"):
+        bad.fit(X, y)
+
+
+# --------------------------------------------- extreme scales of X, y and the kernel
+@pytest.mark.parametrize("ex", [-380, -150, 0, 150, 289, 480])
+@pytest.mark.parametrize("ey", [-900, 0, 266, 900])
+def test_ensemble_at_extreme_scales_is_exactly_rescaled(rng, ex, ey):
+    """relu without bias is homogeneous: on (2**ex X, 2**ey y) the converged ensemble's mean
+    is 2**ey times, its latent std 2**ex times the unit-scale one (the closed form, dense,
+    at unit scale), and the noisy std is hypot of latent and noise. X ~ 1e-114 with
+    y ~ 1e80 once predicted an inf mean, X ~ 1e87 a NaN std."""
+    X, Xt = rng.standard_normal((8, 2)), rng.standard_normal((3, 2))
+    y = rng.standard_normal(8)
+    ntk, nngp = NTK(depth=1), NNGP(depth=1)
+    mean, cov = _converged_ensemble(ntk(X), nngp(X), ntk(Xt, X), nngp(Xt, X), nngp(Xt), y)
+    sx, sy = 2.0**ex, 2.0**ey
+    model = InfiniteWidthRegressor(diag_reg=0.0).fit(X * sx, y * sy)
+    m, s = model.predict(Xt * sx, return_std=True)
+    np.testing.assert_allclose(m / sy, mean, rtol=1e-9, atol=1e-9 * np.abs(mean).max())
+    np.testing.assert_allclose(s / sx, np.sqrt(np.diag(cov)), rtol=1e-7)
+    auto = InfiniteWidthRegressor().fit(X * sx, y * sy)
+    unit = InfiniteWidthRegressor().fit(X, y)
+    np.testing.assert_allclose(auto.predict(Xt * sx) / sy, unit.predict(Xt), rtol=1e-10)
+    s_lat = auto.predict(Xt * sx, return_std=True, include_noise=False)[1]
+    s_all = auto.predict(Xt * sx, return_std=True)[1]
+    u_lat, u_all = (unit.predict(Xt, return_std=True, include_noise=f)[1] for f in (False, True))
+    np.testing.assert_allclose(s_lat / sx, u_lat, rtol=1e-9)
+    noise_std = sy * np.sqrt(unit.noise_variance_)
+    np.testing.assert_allclose(s_all, np.hypot(s_lat, noise_std), rtol=1e-12)
+    assert np.all(np.isfinite(s_all))
+    if abs(2 * ex) < 1000 and abs(2 * ey) < 1000:
+        c = auto.predict(Xt * sx, return_cov=True)[1]
+        np.testing.assert_allclose(np.diag(c), s_all**2, rtol=1e-9)
+    elif 2 * max(ex, ey) > 1020:
+        with pytest.raises(ValueError, match="X and y: the predictive covariance"):
+            auto.predict(Xt * sx, return_cov=True)
+
+
+def test_fuzz_cases_have_their_closed_forms():
+    """The two fuzz failures, with diag_reg=0: two rows of opposite sign have a diagonal
+    NTK (relu, angle pi), so the mean interpolates y and the latent covariance is 0; two
+    identical rows: the mean is their targets' average, the latent std 0."""
+    X = np.array([[1.2573e-114], [-1.3210e-114]])
+    y = np.array([6.404e80, 1.049e80])
+    model = InfiniteWidthRegressor(diag_reg=0.0).fit(X, y)
+    m, c = model.predict(X, return_cov=True)
+    np.testing.assert_allclose(m, y, rtol=1e-12)
+    assert np.all(np.abs(c) <= 1e-12 * NNGP()(X).max())
+    X = np.array([[1.2573e87], [1.2573e87]])
+    y = np.array([0.64, 0.10])
+    m, s = InfiniteWidthRegressor(diag_reg=0.0).fit(X, y).predict(X, return_std=True)
+    np.testing.assert_allclose(m, 0.37, rtol=1e-12)
+    assert np.all(s <= 1e-7 * 1.2573e87)
+
+
+def test_kernel_underflow_names_X(rng):
+    """erf is not homogeneous: at X ~ 1e-160 its kernel values are subnormal (1e-320, a
+    few significant bits), at 1e-300 zero; a ValueError names X instead of a silent 0."""
+    X = rng.standard_normal((6, 2))
+    for scale in (1e-160, 1e-300):
+        with pytest.raises(ValueError, match="X: the kernel's values .* underflow"):
+            InfiniteWidthRegressor(activation="erf").fit(X * scale, X[:, 0])
+    zero = InfiniteWidthRegressor(diag_reg=0.0).fit(np.zeros((4, 2)), np.arange(4.0))
+    np.testing.assert_array_equal(zero.predict(np.ones((2, 2))), 0.0)  # a true zero kernel
