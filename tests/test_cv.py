@@ -353,6 +353,29 @@ def test_selection_is_scale_free_in_the_targets(scale, cv, solver):
         assert_allclose(big.scores_ / unit, ref.scores_, rtol=1e-9)
 
 
+@pytest.mark.parametrize("cv, solver", [(None, "exact"), ("gcv", "exact"), (3, "exact"),
+                                        (None, "nystrom")])
+def test_targets_whose_squares_overflow_select_as_scaled(cv, solver):
+    X, y = _data()
+    kw = dict(kernel="rbf", param_grid={"gamma": [0.1, 1.0]}, cv=cv, solver=solver,
+              n_centers=12, random_state=0)
+    ref = KernelRidgeCV(ALPHAS, **kw).fit(X, y)
+    big = KernelRidgeCV(ALPHAS, **kw)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        big.fit(X, y * 1e200)  # squared errors ~1e400: beyond float64
+    said = [w for w in caught if "overflow float64" in str(w.message)]
+    assert [w.category for w in caught] == [RuntimeWarning] * len(said)
+    assert (big.alpha_, big.best_params_) == (ref.alpha_, ref.best_params_)
+    tol = 1e-9 if solver == "exact" else 1e-5
+    assert_allclose(big.predict(X) / 1e200, ref.predict(X), rtol=tol, atol=tol * 1e-3)
+    if cv == 3:  # R^2 is scale free: finite and equal, nothing to warn about
+        assert not said
+        assert_allclose(big.scores_, ref.scores_, rtol=1e-9)
+    else:
+        assert len(said) == 1 and np.all(np.isneginf(big.scores_))
+
+
 @pytest.mark.parametrize("solver", ["exact", "nystrom"])
 def test_round_off_alphas_warn(solver):
     X, y = _data()

@@ -250,8 +250,7 @@ def _rejected_calls(name):
     return cases
 
 
-_XFAIL = {("KernelRidgeCV", "y-overflow"): "KernelRidgeCV.fit with y ~ 1e200 raises "
-          "OverflowError from S * scale**2 in ridge/_cv.py::_search, not a ValueError naming y"}
+_XFAIL = {}
 _STATE_CASES = [pytest.param(n, c, marks=pytest.mark.xfail(strict=True, reason=_XFAIL[n, c]))
                 if (n, c) in _XFAIL else (n, c)
                 for n in sorted(STATE_SPECS) for c in _rejected_calls(n)]

@@ -20,7 +20,7 @@ from ..utils._state import atomic
 from ..utils._validation import check_bool, check_kernel_matrix
 from ._cv_grid import KernelGrid, _allowed_names, check_param_grid, ridge_params
 from ._cv_scoring import (GivenClassifier, GivenRegressor, check_alphas, check_cv_param,
-                          weight_params)
+                          squared_units, weight_params)
 from ._cv_search import (SEARCH_ATTRS, SEARCH_DOC, SEARCH_RAISES, check_gamma_search,
                          check_solver, resolve_solver, search_log_gamma, select_centers)
 from ._falkon import FalkonClassifier, FalkonRegressor
@@ -103,7 +103,7 @@ class _KernelRidgeCVBase(BaseEstimator):
             if scorer is None:  # mean squared (weighted-space) residual, as RidgeCV
                 sq = r * r
                 scores.append(-sq.mean(axis=0) if per_target else -sq.mean())
-                values.append(sq * scale**2 if store else None)
+                values.append(squared_units(sq, scale) if store else None)
             else:
                 pred = loo_predictions(ridge, r, Y, K, sw, alpha) * scale
                 scores.append(self._score(scorer, pred, y_true, per_target, params))
@@ -115,6 +115,8 @@ class _KernelRidgeCVBase(BaseEstimator):
         """Mean test-fold scores per alpha; ``fold_model(tr, te)`` is ``(ridge, predict)``,
         ``predict(alpha)`` the fold model's values at ``te`` (every alpha, one model)."""
         given = GivenClassifier(self._classes) if is_classifier(self) else GivenRegressor()
+        if scorer is None and not is_classifier(self):  # R^2, scale free: scored in the
+            y_true, scale = y_true / scale, 1.0  # scaled units (y ~ 1e200 would overflow)
         scorer = check_scoring(given, None) if scorer is None else scorer  # r2 / accuracy
         weights = None if sw is None else sw * sw
         fold_scores = []
@@ -228,10 +230,9 @@ class _KernelRidgeCVBase(BaseEstimator):
             b = bordered_intercept(*weighted(K, Y, sw), self._u(sw, len(Y)), alpha) * scale
         if not is_classifier(self):
             self.intercept_ = float(b[0]) if y_true.ndim == 1 else b
-        if scorer is None and folds is None:  # back to the targets' units (may reach +-inf)
-            with np.errstate(over="ignore"):
-                S, best_score = S * scale**2, best_score * scale**2
-            best_score = float(best_score) if np.ndim(best_score) == 0 else best_score
+        if scorer is None and folds is None:  # back to the targets' units
+            S = squared_units(S, scale)
+            best_score = S[ci][ai, np.arange(S.shape[2])] if per_target else float(S[ci, ai])
         self.alpha_ = alpha
         self.best_score_ = best_score
         self.best_params_ = dict(candidates[ci])

@@ -142,8 +142,8 @@ class KernelGrid:
         return KernelOperator(kernel, self.X.shape[1], self.backend)
 
     def cross(self, kwargs, Z):
-        """``(cross, K_ZZ)``: ``cross(r0, r1)`` is ``k(X[r0:r1], Z)`` on the engine (as
-        FALKON evaluates it), ``K_ZZ = k(Z, Z)``, both host float64."""
+        """``(cross, K_ZZ)``: ``cross(rows)`` is ``k(X[rows], Z)`` (``rows`` a slice or
+        indices) on the engine (as FALKON evaluates it), ``K_ZZ = k(Z, Z)``, host float64."""
         op = self.operator(kwargs)
         X = self.X
-        return (lambda r0, r1: op.block_host(X[r0:r1], Z)), op.block_host(Z)
+        return (lambda rows: op.block_host(X[rows], Z)), op.block_host(Z)

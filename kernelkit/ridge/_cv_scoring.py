@@ -81,3 +81,17 @@ class GivenClassifier(ClassifierMixin, BaseEstimator):
     def predict(self, X):
         idx = (X > 0).astype(int) if X.ndim == 1 else X.argmax(axis=1)
         return self.classes[idx]
+
+
+def squared_units(values, scale):
+    """``values * scale**2``: squared errors computed on targets divided by ``scale`` back
+    in the targets' units. Beyond float64's range (targets ~1e200) they are infinite: a
+    ``RuntimeWarning`` says so (the selection itself was made in scaled units)."""
+    with np.errstate(over="ignore"):
+        out = np.asarray(values, dtype=np.float64) * np.float64(scale) ** 2
+    if np.any(np.isinf(out) & np.isfinite(values)):
+        warnings.warn(f"squared errors of targets of magnitude {scale:.3g} overflow float64: "
+                      "the stored scores are infinite. The selection was made on targets "
+                      "scaled to unit magnitude and is unaffected.", RuntimeWarning,
+                      stacklevel=4)
+    return out

@@ -80,7 +80,8 @@ class NystromRidge:
     Parameters
     ----------
     cross : callable
-        ``cross(r0, r1)`` returns ``k(X[r0:r1], Z)`` as a host float64 array.
+        ``cross(rows)`` returns ``k(X[rows], Z)`` (``rows`` a slice or an index array) as
+        a host float64 array.
     K_mm : ndarray of shape (m, m)
         ``k(Z, Z)``, symmetric.
     Y : ndarray of shape (n, n_targets), float64
@@ -104,7 +105,7 @@ class NystromRidge:
         with blas_threads_for(n):
             for r0 in range(0, n, rows):  # pass 1: B and B^T B, blockwise over K_nm
                 r1 = min(n, r0 + rows)
-                Kb = cross(r0, r1)
+                Kb = cross(slice(r0, r1))
                 Bb = (Kb if sw is None else Kb * sw[r0:r1, None]) @ T
                 B[r0:r1] = Bb
                 G += Bb.T @ Bb
@@ -151,7 +152,9 @@ class NystromRidge:
 
     def fitted_rows(self, rows, alpha):
         """The full fit's (unweighted) predictions at the training rows ``rows``."""
-        return self.predict(np.vstack([self.cross(i, i + 1) for i in rows]), alpha)
+        step = row_block(self.TM.shape[0], len(rows))
+        return np.vstack([self.predict(self.cross(rows[k:k + step]), alpha)
+                          for k in range(0, len(rows), step)])
 
     check_alphas = EigenRidge.check_alphas
 
