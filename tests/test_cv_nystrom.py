@@ -225,19 +225,23 @@ def test_nystrom_selection_is_refitted_by_falkon_on_the_same_centers():
     assert_array_equal(own.fit(X, y).center_indices_, cv.center_indices_)
 
 
-def test_nystrom_classifier_selection_and_falkon_refit():
+@pytest.mark.parametrize("weighted", [False, True])
+def test_nystrom_classifier_selection_and_falkon_refit(weighted):
     X, y = _data(n=90)
     labels = np.digitize(y, [-0.5, 0.5])
+    w = _weights(len(y)) if weighted else np.ones(len(y))
     cv = KernelRidgeClassifierCV(ALPHAS, kernel="rbf", gamma=0.5, solver="nystrom",
                                  n_centers=20, random_state=0, scoring="accuracy",
-                                 store_cv_results=True).fit(X, labels)
+                                 store_cv_results=True).fit(X, labels, w)
     assert isinstance(cv.best_estimator_, FalkonClassifier)
     Y = np.where(labels[:, None] == np.arange(3), 1.0, -1.0)
     Knm = rbf_kernel(X, cv.centers_, gamma=0.5)
     Kmm = Knm[cv.center_indices_]
-    keep = np.arange(len(X)) != 4
-    loo = Knm[4] @ _nystrom_refit(Knm[keep], Kmm, Y[keep], ALPHAS[1])
-    assert_allclose(cv.cv_results_[4, :, 1], loo, atol=1e-8)
+    s = np.sqrt(w)[:, None]
+    for i in (3, 4):  # w[3] = 0 when weighted: its value is the full fit's
+        keep = np.arange(len(X)) != i
+        loo = Knm[i] @ _nystrom_refit(Knm[keep] * s[keep], Kmm, (Y * s)[keep], ALPHAS[1])
+        assert_allclose(cv.cv_results_[i, :, 1], loo, atol=1e-8)
     assert_array_equal(cv.predict(X), cv.best_estimator_.predict(X))
 
 
