@@ -44,7 +44,7 @@ def _flaky_rbf(A, B):
 
 _G = {"gamma": 0.5, "random_state": 0}
 # name: (factory, kind of y / read-back, a bad parameter, flags: w sample_weight, p partial_fit,
-# n no kernel parameter)
+# n no kernel parameter, x no engine kernel blocks (random features: their own maps))
 STATE_SPECS = {
     "KernelRidge": (lambda: kk.KernelRidge(gamma=0.5), "reg", ("alpha", -1.0), "w"),
     "KernelRidgeClassifier": (lambda: kk.KernelRidgeClassifier(gamma=0.5), "clf",
@@ -76,16 +76,30 @@ STATE_SPECS = {
                       ("gamma", -1.0), ""),
     "STKRClassifier": (lambda: kk.STKRClassifier(kernel="rbf", gamma=0.5), "semiclf",
                        ("gamma", -1.0), ""),
+    "RandomFourierFeatures": (lambda: kk.RandomFourierFeatures(n_components=16, **_G),
+                              "unsup", ("n_components", 3), "nx"),
+    "ArcCosineFeatures": (lambda: kk.ArcCosineFeatures(n_components=16, random_state=0),
+                          "unsup", ("n_components", 0), "nx"),
+    "NTKRandomFeatures": (lambda: kk.NTKRandomFeatures(n_components=16, random_state=0),
+                          "unsup", ("n_components", 0), "nx"),
+    "TensorSketch": (lambda: kk.TensorSketch(n_components=16, **_G), "unsup",
+                     ("n_components", 0), "nx"),
+    "RandomFeaturesRegressor": (lambda: kk.RandomFeaturesRegressor(random_state=0), "reg",
+                                ("alpha", -1.0), "wpnx"),
+    "RandomFeaturesClassifier": (lambda: kk.RandomFeaturesClassifier(random_state=0), "clf",
+                                 ("alpha", -1.0), "wpnx"),
     "RiverKONS": (lambda: kk.online.RiverKONS(kk.KONSRegressor(**_G)), "river", None, ""),
     "RiverKONS-classifier": (lambda: kk.online.RiverKONS(kk.KONSClassifier(
         loss="logistic", **_G)), "riverclf", None, ""),
 }
 STATE_SPECS = {k: dict(make=f, kind=kind, bad=bad, weights="w" in fl, partial="p" in fl,
-                       kernel="n" not in fl) for k, (f, kind, bad, fl) in STATE_SPECS.items()}
+                       kernel="n" not in fl, engine="x" not in fl)
+               for k, (f, kind, bad, fl) in STATE_SPECS.items()}
 
 
 def _public_estimators():
-    mods = (kk, kk.leverage, kk.thinning, kk.online, kk.stkr, kk.ridge, kk.eigenpro)
+    mods = (kk, kk.leverage, kk.thinning, kk.online, kk.stkr, kk.ridge, kk.eigenpro,
+            kk.random_features)
     return {n for m in mods for n in m.__all__  # every public class but CV splitters
             if isinstance(getattr(m, n), type) and not hasattr(getattr(m, n), "split")}
 
@@ -214,7 +228,9 @@ def _rejected_calls(name):
         if kind == "river":
             calls |= {"y-nan": (d, np.nan), "y-inf": (d, np.inf)}
         return {c: ("learn_one", a, {}) for c, a in calls.items()}
-    cases = {"X-nan": fit(Xnan), "kernel-engine": fit(_X1), "param": fit(_X1)}
+    cases = {"X-nan": fit(Xnan), "param": fit(_X1)}
+    if spec["engine"]:
+        cases["kernel-engine"] = fit(_X1)
     if spec["kernel"]:
         cases["kernel-callable"] = fit(_X1[:, :_D])
     try:
@@ -240,8 +256,11 @@ def _rejected_calls(name):
 
         good = _X1[:12, :_D]
         cases |= {"chunk-X-nan": chunk(Xnan[:12, :_D]), "chunk-X-features": chunk(_X1[:12]),
-                  "chunk-param": chunk(good), "chunk-kernel-engine": chunk(good),
-                  "chunk-kernel-callable": chunk(good)}
+                  "chunk-param": chunk(good)}
+        if spec["engine"]:
+            cases["chunk-kernel-engine"] = chunk(good)
+        if spec["kernel"]:
+            cases["chunk-kernel-callable"] = chunk(good)
         if kind != "unsup":
             cases["chunk-y-nan"] = chunk(good, np.full(12, np.nan))
             cases["chunk-y-inf"] = chunk(good, np.r_[yb[:11], np.inf])

@@ -17,9 +17,10 @@ def _blas_threads():
     return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
 
 
-def test_wide_region_waits_for_a_concurrent_single_region():
+def test_wide_region_waits_for_a_concurrent_single_region(monkeypatch):
     """Thread B's multi-thread region must not change the count under thread A's
     single-thread region (nor A's under B's): B waits, then runs with its own count."""
+    monkeypatch.setattr(_threads, "_WIDE_WAIT", 60.0)  # B's bounded wait outlasts A here
     original = _blas_threads()
     inside, release, seen = threading.Event(), threading.Event(), {}
 

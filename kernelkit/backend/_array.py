@@ -263,9 +263,10 @@ class ArrayBackend:
                          "use fewer rows")
         Xf = xp.asarray(X, dtype=xp.float64)
         Yf = Xf if Y is None else xp.asarray(Y, dtype=xp.float64)
-        for A, arg in ((Xf, "X"), (Yf, "Y")):
+        distance = name in DISTANCE_KERNELS or name == "laplacian"
+        for A, arg in ((Xf, "X"), (Yf, "Y")) if not distance else ():
             self._check_norms(A, arg)
-        if name in DISTANCE_KERNELS or name == "laplacian":
+        if distance:
             # Distances are translation invariant: centering removes the large common
             # offset whose squares would cancel in |x|^2 + |y|^2 - 2 x.y.
             if Y is None:
@@ -274,6 +275,15 @@ class ArrayBackend:
                 shift = (xp.sum(Xf, axis=0) + xp.sum(Yf, axis=0)) / (Xf.shape[0] + Yf.shape[0])
             Xf = Xf - shift
             Yf = Xf if Y is None else Yf - shift
+            try:  # what is computed: the centered rows
+                for A in (Xf, Yf):
+                    self._check_norms(A, "X")
+            except ValueError:  # name the input whose magnitude makes them overflow
+                big = [float(xp.max(xp.abs(A))) if A.size else 0.0 for A in (X, Y)
+                       if A is not None]
+                self._check_norms(xp.asarray(X if big[0] >= big[-1] else Y, dtype=xp.float64),
+                                  "X" if big[0] >= big[-1] else "Y")
+                raise
         ctx = {"X": Xf, "Y": Yf, "sx": None, "sy": None}
         if name == "laplacian" or name == "linear" or name == "polynomial":
             return ctx
