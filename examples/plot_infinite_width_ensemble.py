@@ -31,7 +31,10 @@ y = np.sin(2.0 * X[:, 0]) + 0.3 * X[:, 0]
 grid = np.linspace(-4, 4, 300)[:, None]
 times = np.array([0.0, 30.0, 300.0, 3000.0])  # gradient descent steps
 
-model = InfiniteWidthRegressor(depth=1, w_std=W_STD, b_std=B_STD, learning_rate=LR)
+# diag_reg=0: exact gradient flow on the targets, as the finite networks below are
+# trained (the default, "auto", would add an estimated observation noise)
+model = InfiniteWidthRegressor(depth=1, w_std=W_STD, b_std=B_STD, learning_rate=LR,
+                               diag_reg=0.0)
 model.fit(X, y)
 mean, std = model.predict(grid, return_std=True, time=times)
 

@@ -627,6 +627,12 @@ def test_ensemble_at_extreme_scales_is_exactly_rescaled(rng, ex, ey):
     noise_std = sy * np.sqrt(unit.noise_variance_)
     np.testing.assert_allclose(s_all, np.hypot(s_lat, noise_std), rtol=1e-12)
     assert np.all(np.isfinite(s_all))
+    nngp_big = InfiniteWidthRegressor(posterior="nngp").fit(X * sx, y * sy)
+    nngp_unit = InfiniteWidthRegressor(posterior="nngp").fit(X, y)
+    m1, s1 = nngp_big.predict(Xt * sx, return_std=True, include_noise=False)
+    m0, s0 = nngp_unit.predict(Xt, return_std=True, include_noise=False)
+    np.testing.assert_allclose(m1 / sy, m0, rtol=1e-10)
+    np.testing.assert_allclose(s1 / sx, s0, rtol=1e-9)
     if abs(2 * ex) < 1000 and abs(2 * ey) < 1000:
         c = auto.predict(Xt * sx, return_cov=True)[1]
         np.testing.assert_allclose(np.diag(c), s_all**2, rtol=1e-9)
