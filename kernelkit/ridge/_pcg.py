@@ -21,6 +21,7 @@ float32, CG vectors and scalars in float64), else every product recomputes it bl
 through the resolver's fused ``matmul`` (float64, ``working_memory`` bounded).
 """
 
+import time
 import warnings
 
 import numpy as np
@@ -131,10 +132,12 @@ class KernelProduct:
         MiB allowed for a held ``K``.
     """
 
-    def __init__(self, op, X, K=None, sw=None, dtype=np.float32, cache_size=4096.0):
+    def __init__(self, op, X, K=None, sw=None, dtype=np.float32, cache_size=4096.0,
+                 defer=False):
         self.op, self.X, self.sw, self.cache_size = op, X, sw, cache_size
         self._colnorm = None  # max column norm of the held K, for storage_error
         self.dtype = np.dtype(dtype)
+        self.build_s = 0.0  # seconds the held matrix took to compute (solver="auto")
         if K is not None:
             self.K, self.stored = K, True
             self.dtype = K.dtype
@@ -145,8 +148,24 @@ class KernelProduct:
         if self.stored:
             self.dtype = held_dtype(op, X, self.dtype)
             self.stored = n * n * self.dtype.itemsize <= cache_size * 2**20
-        if self.stored:
-            self.K = held_kernel(op, X, None, self.dtype)
+        if not defer:
+            self.hold()
+
+    def hold(self):
+        """Compute the held ``K`` now (a no-op when it is held or recomputed per product).
+
+        :func:`pcg_ridge` draws its preconditioner first, from float64 columns computed
+        from ``X``, so that ``solver="auto"`` can weigh the solve before paying for ``K``.
+        """
+        if self.stored and self.K is None:
+            t0 = time.perf_counter()
+            self.K = held_kernel(self.op, self.X, None, self.dtype)
+            self.build_s = time.perf_counter() - t0
+        return self
+
+    def held_nbytes(self):
+        """Bytes the held kernel matrix takes (or will take once held; 0 if never)."""
+        return self.n * self.n * self.dtype.itemsize if self.stored else 0
 
     @property
     def n(self):
@@ -155,6 +174,7 @@ class KernelProduct:
     def __call__(self, V):
         V = V if self.sw is None else V * self.sw.reshape((-1,) + (1,) * (V.ndim - 1))
         if self.stored:
+            self.hold()
             Vc = np.ascontiguousarray(V, dtype=self.dtype)
             out = np.empty(V.shape)
 
@@ -215,7 +235,7 @@ class KernelProduct:
 
 
 def rp_cholesky(columns, diag, mu, rng, *, max_rank, eps=2.0**-52,
-                block=_BLOCK, progress=None):
+                block=_BLOCK, progress=None, info=None):
     """Block randomly pivoted Cholesky: ``K ~ F F^T`` from a few columns of a psd ``K``.
 
     Chen, Epperly, Tropp & Webber (2024), block RPCholesky: draw ``block`` pivots
@@ -243,6 +263,10 @@ def rp_cholesky(columns, diag, mu, rng, *, max_rank, eps=2.0**-52,
         Relative accuracy of the columns (float32's eps for a float32-held ``K``): a
         row's residual below ``1000 eps`` times its diagonal is rounding, not signal (the
         updates ``G - F F_S^T`` accumulate it).
+    info : dict, optional
+        Filled with ``lam_min`` (the estimated smallest eigenvalue of ``F^T F``, i.e. of
+        the Nyström approximation, 0 for rank 0) and ``residual_trace``
+        (``tr(K - F F^T)``): what the ``solver="auto"`` cost model reads.
 
     Returns
     -------
@@ -259,7 +283,7 @@ def rp_cholesky(columns, diag, mu, rng, *, max_rank, eps=2.0**-52,
     # a row's residual below this is rounding (of float32 columns, or of the updates), per
     # row: rows of very different scale (sample weights of 1e20) round at their own scale
     floor = 1000 * eps * d
-    k, check = 0, min(_RANK0, max_rank)
+    k, check, lam_min = 0, min(_RANK0, max_rank), None
     while k < max_rank:
         d[d <= floor] = 0.0
         total = float(d.sum())
@@ -290,6 +314,7 @@ def rp_cholesky(columns, diag, mu, rng, *, max_rank, eps=2.0**-52,
         d -= np.einsum("ij,ij->i", Fn, Fn)
         np.clip(d, 0.0, None, out=d)
         d[S] = 0.0  # the pivots are interpolated exactly
+        lam_min = None  # of an earlier rank
         if k >= check and k < max_rank:
             lam_min = _smallest_eigenvalue(FtF[:k, :k], rng)
             if progress is not None:
@@ -298,6 +323,10 @@ def rp_cholesky(columns, diag, mu, rng, *, max_rank, eps=2.0**-52,
             if lam_min <= _RANK_RATIO * mu:
                 break
             check = min(2 * check, max_rank)
+    if info is not None:
+        if lam_min is None:
+            lam_min = _smallest_eigenvalue(FtF[:k, :k], rng) if k else 0.0
+        info.update(lam_min=float(lam_min), residual_trace=float(d.sum()), rank=k)
     return F[:, :k].copy() if k < max_rank else F, FtF[:k, :k].copy()
 
 
@@ -366,7 +395,7 @@ class NystromPreconditioner:
 
 
 def conjugate_gradient(apply_A, B, tol, max_iter, *, precond=None, progress=None,
-                       slack=None, patience=None, row_scale=None):
+                       slack=None, patience=None, row_scale=None, monitor=None):
     """Preconditioned CG on the columns of ``B`` in lockstep (one product per step).
 
     Stops when every column's residual ``||b - A x|| <= tol ||b||`` (recursive
@@ -378,6 +407,8 @@ def conjugate_gradient(apply_A, B, tol, max_iter, *, precond=None, progress=None
     With ``patience``, also when the largest residual has not improved by 10% for that
     many steps (CG on rounded products stalls, or diverges, near their noise floor),
     returning the best iterate seen (``x = 0`` included) rather than the last.
+    ``monitor(it, rel)`` is called after every step with the largest relative residual
+    (``solver="auto"``'s bail-out raises from it).
 
     Returns
     -------
@@ -422,6 +453,8 @@ def conjugate_gradient(apply_A, B, tol, max_iter, *, precond=None, progress=None
         rz = rz_new
         if progress is not None:
             progress("CG iteration", it, max_iter, level=2, max_rel_residual=float(rel.max()))
+        if monitor is not None:
+            monitor(it, float((rel + gap).max()))
         if patience is not None:
             cur = float((rel + gap).max())
             if cur < best:
@@ -449,13 +482,39 @@ def _not_converged(who, n_iter, max_iter, rel, tol, alternative):
             f"tol={tol:g}; increase alpha or tol, {alternative}.")
 
 
+def nystrom_sketch(product, alpha, random_state, progress=None):
+    """The Nyström factor of the preconditioner, ``(F, FtF, info)`` (see :func:`rp_cholesky`).
+
+    Drawn before a held ``K`` is computed (:meth:`KernelProduct.hold`), from float64
+    columns of the kernel: ``solver="auto"`` reads the spectrum it leaves (``info``) to
+    weigh PCG against Cholesky before paying for ``K``, and the float64 columns let the
+    pivoting resolve residuals below float32's rounding (small ``alpha``). The rank
+    doubles from 128 while the smallest Nyström eigenvalue exceeds ``10 alpha``, within
+    half the held matrix's memory (or ``4 working_memory``), and ``n / 16`` when ``K``
+    is held (applying ``F`` twice per iteration then costs at most a quarter of a product).
+    """
+    a = np.atleast_1d(np.asarray(alpha, np.float64))
+    mu = float(a.min())
+    n = product.n
+    with blas_threads_for(n):
+        budget = max(4 * get_config()["working_memory"] * 2**20, 0.5 * product.held_nbytes())
+        max_rank = min(_MAX_RANK, n, max(_RANK0, int(budget // (16 * n))))
+        if product.stored:
+            max_rank = min(max_rank, max(_RANK0, int(n * _HELD_RANK_FRACTION)))
+        info = {}
+        F, FtF = rp_cholesky(product.columns, product.diagonal(), mu, random_state,
+                             max_rank=max_rank, eps=product.eps, progress=progress, info=info)
+    return F, FtF, info
+
+
 def pcg_ridge(product, Y, alpha, *, tol, max_iter, random_state, progress=None,
-              owner="KernelRidge"):
+              owner="KernelRidge", sketch=None, monitor=None):
     """Solve ``(K + alpha I) C = Y`` by Nyström-preconditioned CG.
 
     Parameters
     ----------
     product : KernelProduct
+        Its held matrix is computed after the preconditioner is drawn.
     Y : ndarray of shape (n,) or (n, k), float64
     alpha : float or ndarray of shape (k,)
         > 0 (the preconditioner needs a positive shift).
@@ -463,6 +522,10 @@ def pcg_ridge(product, Y, alpha, *, tol, max_iter, random_state, progress=None,
         Relative residual per column.
     max_iter : int
     random_state : numpy.random.RandomState
+    sketch : tuple, optional
+        :func:`nystrom_sketch`'s result, when the caller drew it already.
+    monitor : callable, optional
+        ``monitor(it, rel)`` after every CG step (see :func:`conjugate_gradient`).
 
     Returns
     -------
@@ -477,23 +540,17 @@ def pcg_ridge(product, Y, alpha, *, tol, max_iter, random_state, progress=None,
         When ``max_iter`` is reached before ``tol``, or CG breaks down first (rounding
         in an ill-conditioned system), saying which.
     """
+    if sketch is None:
+        sketch = nystrom_sketch(product, alpha, random_state, progress)
     with blas_threads_for(product.n):
-        return _pcg_ridge(product, Y, alpha, tol, max_iter, random_state, progress, owner)
+        product.hold()
+        return _pcg_ridge(product, Y, alpha, tol, max_iter, sketch[0], sketch[1], progress,
+                          owner, monitor)
 
 
-def _pcg_ridge(product, Y, alpha, tol, max_iter, random_state, progress, owner):
+def _pcg_ridge(product, Y, alpha, tol, max_iter, F, FtF, progress, owner, monitor):
     a = np.atleast_1d(np.asarray(alpha, np.float64))
-    mu = float(a.min())
     n = product.n
-    # F (n x r float64) within half of the held kernel matrix (or 4 x working_memory):
-    # the preconditioner never costs more memory than the matrix it preconditions; a
-    # held K also bounds r by the cost of applying F (see _HELD_RANK_FRACTION)
-    budget = max(4 * get_config()["working_memory"] * 2**20, 0.5 * product.nbytes())
-    max_rank = min(_MAX_RANK, n, max(_RANK0, int(budget // (16 * n))))
-    if product.stored:
-        max_rank = min(max_rank, max(_RANK0, int(n * _HELD_RANK_FRACTION)))
-    F, FtF = rp_cholesky(product.columns, product.diagonal(), mu, random_state,
-                         max_rank=max_rank, eps=product.eps, progress=progress)
     precond = NystromPreconditioner(F, FtF, a)
     a_cols = a[None, :] if Y.ndim == 2 else a[0]
 
@@ -529,7 +586,7 @@ def _pcg_ridge(product, Y, alpha, tol, max_iter, random_state, progress, owner):
     C, n_iter, rel = conjugate_gradient(apply_A, Ys, tol, max_iter, precond=precond,
                                         progress=progress, slack=slack,
                                         patience=_PATIENCE if product.rounded else None,
-                                        row_scale=row)
+                                        row_scale=row, monitor=monitor)
     est = rounding(C) if product.rounded else np.zeros_like(rel)
     if product.rounded and n_iter < max_iter and not np.all(rel + est <= tol):
         # float64 products on the true residual: K held in float64 when it fits the
