@@ -12,10 +12,13 @@ from sklearn.compose import TransformedTargetRegressor
 from sklearn.metrics import check_scoring
 from sklearn.model_selection import check_cv
 from sklearn.preprocessing import LabelBinarizer
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ..backend import resolve_backend
+from ..utils._class_weight import check_class_weight, row_weights
+from ..utils._classes import CALIBRATION_DOC, _calibration_on
 from ..utils._state import atomic
 from ..utils._validation import check_bool, check_kernel_matrix
 from ._cv_grid import KernelGrid, _allowed_names, check_param_grid, ridge_params
@@ -540,6 +543,12 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
         Keep ``cv_results_`` of shape ``(n_samples, n_columns, n_alphas)``.
     {search}
     backend : {{"auto", "numpy", "numba", "cupy"}} or None, default=None
+    class_weight : None, "balanced" or dict, default=None
+        As scikit-learn's classifiers: multiplies ``sample_weight``, in the selection and
+        in the refit alike.
+    {calibration}
+        Here the refitted ``best_estimator_`` is calibrated on its own out-of-sample
+        values at the selected parameters, and ``predict_proba`` is its.
 
     Attributes
     ----------
@@ -576,7 +585,9 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
     def __init__(self, alphas=DEFAULT_ALPHAS, *, kernel="linear", gamma=None, degree=3,
                  coef0=1, kernel_params=None, param_grid=None, gamma_search=None, cv=None,
                  scoring=None, store_cv_results=False, solver="auto", n_centers="auto",
-                 random_state=None, backend=None):
+                 random_state=None, backend=None, class_weight=None, calibration="auto"):
+        self.class_weight = class_weight
+        self.calibration = calibration
         self.alphas = alphas
         self.kernel = kernel
         self.gamma = gamma
@@ -609,18 +620,24 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
         -------
         self : object
         """
+        check_class_weight(self.class_weight)  # parameters before data
+        if self.calibration not in (None, False, True, "auto"):
+            raise ValueError(f"calibration must be 'auto' or None, got {self.calibration!r}.")
         X, y = self._prepare(X, y)
         check_classification_targets(y)
         if np.unique(y).shape[0] < 2:
             raise ValueError("The number of classes has to be greater than one; got 1 class "
                              "in y.")
-        sw = self._validated_weights(sample_weight, X)
         binarizer = LabelBinarizer(pos_label=1, neg_label=-1)
         Y = binarizer.fit_transform(y).astype(np.float64)
         self._classes = binarizer.classes_
+        # class weights select and refit as the sample weights they are (scikit-learn's rule)
+        sw = row_weights(self.class_weight, y, self._validated_weights(sample_weight, X),
+                         self._classes)
         kwargs = self._search(X, Y, y, sw, groups, y)
         self.classes_ = binarizer.classes_
-        self.best_estimator_ = self._refit(X, y, sw, kwargs)
+        self.best_estimator_ = self._refit(X, y, sw, {**kwargs,
+                                                     "calibration": self.calibration})
         del self._checked, self._classes, self._centers, self._intercepts
         return self
 
@@ -652,6 +669,19 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
         X = self._predict_input(X)
         return self.best_estimator_.predict(X)
 
+    @available_if(_calibration_on)
+    def predict_proba(self, X):
+        """``best_estimator_.predict_proba``: calibrated on its out-of-sample values at the
+        selected parameters. Shape (n_samples, n_classes)."""
+        X = self._predict_input(X)  # NotFittedError first
+        return self.best_estimator_.predict_proba(X)
+
+    @available_if(_calibration_on)
+    def predict_log_proba(self, X):
+        """``best_estimator_.predict_log_proba``. Shape (n_samples, n_classes)."""
+        X = self._predict_input(X)
+        return self.best_estimator_.predict_log_proba(X)
+
 
 def _fill_docs():
     from ._kernel_ridge import _KERNEL_PARAMS_DOC
@@ -663,6 +693,7 @@ def _fill_docs():
         for key, value in (("{search}", SEARCH_DOC), ("{search_attrs}", SEARCH_ATTRS),
                            ("{search_raises}", SEARCH_RAISES)):
             doc = doc.replace(key, value.strip())
+        doc = doc.replace("{calibration}", CALIBRATION_DOC.replace("{", "{{").replace("}", "}}"))
         cls.__doc__ = doc.replace("{{", "{").replace("}}", "}")
 
 
