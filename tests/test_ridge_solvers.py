@@ -16,7 +16,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from kernelkit import KernelRidge, KernelRidgeClassifier, NTKRidge
 from kernelkit.kernels import RBF
-from kernelkit.ridge import FalkonClassifier, FalkonRegressor, _kernel_ridge
+from kernelkit.ridge import FalkonClassifier, FalkonRegressor, _auto, _kernel_ridge
 from kernelkit.ridge._pcg import NystromPreconditioner, rp_cholesky
 
 GAMMA = 0.3
@@ -122,13 +122,117 @@ def test_pcg_precomputed_ntk_and_classifier():
     np.testing.assert_array_equal(c.predict(X), d.predict(X))
 
 
-def test_auto_crossover(monkeypatch):
-    X, y = _data(200)
-    assert KernelRidge(alpha=0.1, kernel="rbf").fit(X, y).solver_ == "cholesky"
-    monkeypatch.setattr(_kernel_ridge, "AUTO_PCG_MIN_SAMPLES", 100)
-    assert KernelRidge(alpha=0.1, kernel="rbf", random_state=0).fit(X, y).solver_ == "pcg"
+def _no_probe(*a, **k):
+    raise AssertionError("the cost model was consulted")
+
+
+def test_auto_tiny_n_alpha_zero_and_memory_rules_need_no_model(monkeypatch):
+    X, y = _data(1100)
+    monkeypatch.setattr(_auto, "_probe", _no_probe)
+    assert KernelRidge(alpha=0.1, kernel="rbf").fit(X[:200], y[:200]).solver_ == "cholesky"
     # alpha = 0 has no pcg preconditioner: auto stays exact
-    assert KernelRidge(alpha=0.0, kernel="rbf").fit(X, y).solver_ == "cholesky"
+    assert KernelRidge(alpha=0.0, kernel="rbf", gamma=50.0).fit(X, y).solver_ == "cholesky"
+    # the float64 K (9.7 MB) does not fit cache_size: pcg, K recomputed per product
+    m = KernelRidge(alpha=0.1, kernel="rbf", gamma=GAMMA, cache_size=1, tol=1e-10,
+                    random_state=0).fit(X, y)
+    assert m.solver_ == "pcg" and _rel(m.dual_coef_, _krr(X, y, 0.1)) < 1e-8
+
+
+def test_auto_large_n_large_alpha_is_pcg_and_equals_it():
+    # n = 2,500, kappa ~ 1: the model's Cholesky / PCG is n / (2.55 t g e) >= 5 (t ~ 20
+    # iterations, g e <= 10: dgemm flops per float32 entry streamed, on CPUs)
+    X, y = _data(2500, d=2)
+    kw = dict(alpha=1.0, kernel="rbf", gamma=GAMMA, random_state=0)
+    m = KernelRidge(**kw).fit(X, y)
+    assert m.solver_ == "pcg"
+    p = KernelRidge(solver="pcg", **kw).fit(X, y)
+    np.testing.assert_array_equal(m.dual_coef_, p.dual_coef_)
+    assert (m.n_iter_, m.preconditioner_rank_) == (p.n_iter_, p.preconditioner_rank_)
+
+
+@pytest.mark.parametrize("chol_s, expected", [(0.0, "cholesky"), (1e9, "pcg")])
+def test_auto_forced_branches_equal_the_chosen_solver(monkeypatch, chol_s, expected):
+    X, Y = _data(1200, k=3)
+    monkeypatch.setattr(_auto, "cholesky_seconds", lambda *a, **k: chol_s)
+    if expected == "cholesky":  # below the PCG floor: not even the sketch is drawn
+        monkeypatch.setattr(_auto, "nystrom_sketch", _no_probe)
+    kw = dict(alpha=1e-2, kernel="rbf", gamma=GAMMA, random_state=0)
+    m = KernelRidge(**kw).fit(X, Y)
+    ref = KernelRidge(solver=expected, **kw).fit(X, Y)
+    assert m.solver_ == expected
+    np.testing.assert_array_equal(m.dual_coef_, ref.dual_coef_)
+    assert m.n_iter_ == ref.n_iter_
+
+
+@pytest.mark.parametrize("alpha", [1.0, 1e-4])
+def test_auto_choice_follows_the_model_on_the_sketch(monkeypatch, alpha):
+    from kernelkit.ridge._pcg import KernelProduct, nystrom_sketch
+
+    X, y = _data(1500)
+    rates = (2e10, 1e-9)  # a fixed machine: flops/s, seconds per float32 entry
+    monkeypatch.setattr(_auto, "machine_rates", lambda k: rates)
+    op = KernelRidge(kernel="rbf", gamma=GAMMA).fit(X[:5], y[:5])._operator()
+    info = nystrom_sketch(KernelProduct(op, X, defer=True), alpha,
+                          np.random.RandomState(0))[2]
+    n = len(X)
+    pcg = (_auto.estimated_iterations(info["lam_min"], alpha, 1e-4)
+           * ((n * n + 4 * n * info["rank"]) * rates[1] + _auto._ITER_OVERHEAD_S))
+    chol = n**3 / 3 / (_auto.POTRF_EFFICIENCY * rates[0]) + 24 * n * n * rates[1]
+    expected = "pcg" if pcg < chol else "cholesky"
+    monkeypatch.setattr(_auto, "_BAIL_MARGIN", np.inf)  # the a priori choice only
+    m = KernelRidge(alpha=alpha, kernel="rbf", gamma=GAMMA, random_state=0).fit(X, y)
+    assert m.solver_ == expected
+    assert expected == ("pcg" if alpha == 1.0 else "cholesky")  # both branches covered
+
+
+def test_auto_bails_out_to_the_exact_cholesky_solution(monkeypatch):
+    X, Y = _data(1500, k=2)
+    # predicted cheap PCG (one iteration), then no patience at the first check: the
+    # observed rate at iteration 10 says PCG will not finish first
+    monkeypatch.setattr(_auto, "estimated_iterations", lambda *a: 1.0)
+    monkeypatch.setattr(_auto, "_BAIL_MARGIN", 0.0)
+    kw = dict(alpha=1e-6, kernel="rbf", gamma=GAMMA, random_state=0)
+    m = KernelRidge(verbose=1, **kw).fit(X, Y)
+    ref = KernelRidge(solver="cholesky", **kw).fit(X, Y)
+    assert m.solver_ == "cholesky" and m.n_iter_ == 1 and m.preconditioner_rank_ is None
+    np.testing.assert_array_equal(m.dual_coef_, ref.dual_coef_)
+    c = KernelRidgeClassifier(**kw).fit(X, Y[:, 0] > 0)  # the LOO calibration path too
+    d = KernelRidgeClassifier(solver="cholesky", **kw).fit(X, Y[:, 0] > 0)
+    assert c.solver_ == "cholesky"
+    np.testing.assert_array_equal(c.predict_proba(X), d.predict_proba(X))
+
+
+def test_watch_predicts_the_time_left_from_the_observed_rate(monkeypatch):
+    clock = iter(range(100))  # one second per CG step
+    monkeypatch.setattr(_auto.time, "perf_counter", lambda: float(next(clock)))
+
+    def run(restart):
+        w = _auto.Watch(1e-4, lambda: restart)
+        for it in range(1, 40):
+            w(it, 0.5**it)  # halves per step: ln(tol / 2^-10) / ln(1/2) = 3.3 steps left
+            if it >= 10:
+                return it
+
+    with pytest.raises(_auto.SwitchToCholesky):
+        run(2.0)  # 3.3 s left > 1.5 x 2 s
+    clock = iter(range(100))
+    assert run(2.3) == 10  # 3.3 s < 1.5 x 2.3 s: PCG goes on
+
+
+def test_cost_model_closed_forms():
+    assert _auto.estimated_iterations(0.0, 1.0, 1e-4) == pytest.approx(2 * np.log(2e4))
+    assert _auto.estimated_iterations(4.5, 1.0, 1e-4) == pytest.approx(
+        2 * 10**0.23 * np.log(2e4))
+    rates = (1e10, 1e-9)
+    assert _auto.cholesky_seconds(3000, 1, rates) == pytest.approx(
+        9e9 / (0.85e10) + 24 * 9e6 * 1e-9)
+    assert _auto.cholesky_seconds(3000, 2, rates) == pytest.approx(
+        10 * _auto.cholesky_seconds(3000, 1, rates))
+    assert _auto.iteration_seconds(1000, 100, 8, rates) == pytest.approx(
+        (2e6 + 4e5) * 1e-9 + 3e-4)
+    assert _auto.cholesky_fits(23170, 4096) and not _auto.cholesky_fits(23171, 4096)
+    gemm, entry = _auto.machine_rates(3)
+    assert gemm > 0 and entry > 0 and _auto.machine_rates(3) == (gemm, entry)  # cached
 
 
 def test_pcg_convergence_warning_and_verbose(capsys):
@@ -388,7 +492,7 @@ def test_pcg_kernel_matrix_from_inputs_outside_float32_range():
 
 def test_auto_keeps_cholesky_for_low_rank_dot_product_kernels():
     rng = np.random.default_rng(2)
-    X = rng.normal(size=(4500, 5))
+    X = rng.normal(size=(1500, 5))
     assert KernelRidge().fit(X, X.sum(1)).solver_ == "cholesky"  # default linear kernel
     assert KernelRidge(kernel="rbf", gamma=0.1).fit(X[:100], X[:100, 0]).solver_ == "cholesky"
 

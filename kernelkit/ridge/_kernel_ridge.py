@@ -29,15 +29,13 @@ from ..utils._linalg import solve_ridge
 from ..utils._state import atomic
 from ..utils._validation import check_kernel_matrix
 from ..utils._verbose import Progress, check_verbose
+from . import _auto
 from ._gp import ridge_predict_moments
 from ._pcg import DEFAULT_MAX_ITER, KernelProduct, pcg_ridge, product_dtype
 from ._ridge_proba import calibration_split, loo_decision
 
 _SPARSE = ("csr", "csc")  # sparse X is evaluated by scikit-learn's kernels (kernel_metrics())
 SOLVERS = ("auto", "cholesky", "pcg")
-# solver="auto": PCG from this n on (measured crossover, benchmarks/bench_ridge.py --crossover;
-# see doc/ridge_solvers.rst)
-AUTO_PCG_MIN_SAMPLES = 4000
 
 
 def _check_alpha(alpha, n_targets=None):
@@ -111,21 +109,36 @@ class _KernelRidgeBase(BaseEstimator):
                                                  ensure_non_negative=True))
             Y = Y * (sw if Y.ndim == 1 else sw[:, None])
         out = None
-        if solver == "pcg":
+        if solver != "cholesky":
             progress = Progress(self, verbose)
             if self._precomputed():
                 product = KernelProduct(None, None, K=X, sw=sw)
-            else:
+            else:  # held K computed after the preconditioner is drawn (see pcg_ridge)
                 product = KernelProduct(self._operator(sp.issparse(X)), X, sw=sw,
-                                        dtype=product_dtype(tol), cache_size=self._cache_mib())
+                                        dtype=product_dtype(tol), cache_size=self._cache_mib(),
+                                        defer=True)
             rng = check_random_state(self.random_state)
             solve = functools.partial(pcg_ridge, alpha=alpha, tol=tol, max_iter=max_iter,
                                       random_state=rng, progress=progress)
-            dual, self.n_iter_, self.preconditioner_rank_ = solve(
-                product, Y, owner=type(self).__name__)
-            if oos:
-                out = self._holdout_decision(X, Y0, sw, product, solve, rng)
-        else:
+            sketch = monitor = None
+            if solver == "auto":
+                solver, sketch, monitor = _auto.choose(
+                    product, alpha, tol, n_targets, rng, progress,
+                    fits=self._precomputed() or _auto.cholesky_fits(X.shape[0],
+                                                                   self._cache_mib()))
+        if solver == "pcg":
+            try:
+                dual, self.n_iter_, self.preconditioner_rank_ = solve(
+                    product, Y, owner=type(self).__name__, sketch=sketch, monitor=monitor)
+            except _auto.SwitchToCholesky as stop:
+                progress("solver auto: switching to cholesky after CG iteration",
+                         stop.args[0], level=1)
+                product.K = None  # free the float32 matrix before the float64 one
+                solver = "cholesky"
+            else:
+                if oos:
+                    out = self._holdout_decision(X, Y0, sw, product, solve, rng)
+        if solver == "cholesky":
             K = self._kernel_matrix(X, None)
             Kw = K if sw is None else K * np.outer(sw, sw)
             res = solve_ridge(Kw, Y, alpha, return_inv_diag=oos)
@@ -176,8 +189,8 @@ class _KernelRidgeBase(BaseEstimator):
         return type(k).__name__.lower() if not isinstance(k, str) and hasattr(k, "spec") else k
 
     def _check_solver(self, n, alpha):
-        """Validated ``(solver, tol, max_iter, verbose)``; ``"auto"`` resolved (kept when
-        ``n`` is None)."""
+        """Validated ``(solver, tol, max_iter, verbose)``; ``"auto"`` resolved where no
+        cost model is needed (kept when ``n`` is None, and for the model in ``fit``)."""
         solver = self.solver
         if not isinstance(solver, str) or solver not in SOLVERS:
             raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}.")
@@ -197,8 +210,8 @@ class _KernelRidgeBase(BaseEstimator):
             # Nyström preconditioner of a low-rank K converges badly, Cholesky is cheap there
             low_rank = isinstance(self._kernel_name(), str) and self._kernel_name() in (
                 "linear", "poly", "polynomial", "cosine")
-            solver = ("pcg" if n >= AUTO_PCG_MIN_SAMPLES and min_alpha > 0 and not low_rank
-                      else "cholesky")
+            if n < _auto.AUTO_MIN_SAMPLES or min_alpha <= 0 or low_rank:
+                solver = "cholesky"  # else the cost model decides in _fit_targets
         elif solver == "pcg" and min_alpha <= 0:
             raise ValueError("solver='pcg' needs alpha > 0 (the Nyström preconditioner shifts "
                              "by alpha); use solver='cholesky' for alpha=0.")
@@ -261,8 +274,17 @@ _COMMON_DOC = """
         Appl. 2023) drawn by randomly pivoted Cholesky (Díaz, Epperly, Frangella, Tropp
         & Webber, 2023), ``O(n^2 k)`` per iteration with ``K`` held (``O(n^2 (d + k))``
         recomputed), the iteration count bounded in ``n``; needs ``alpha > 0``.
-        ``"auto"``: Cholesky below {auto_n} samples (the measured crossover, see the
-        user guide "Which kernel ridge solver when"), else pcg.
+        ``"auto"``: whichever a cost model predicts is faster (see the user guide
+        "Which kernel ridge solver when"): Cholesky's ``n^3 / 3`` flops at this
+        machine's measured ``dgemm`` rate against PCG's iterations times the cost of
+        one product with ``K``, the iteration count estimated from the spectrum
+        that PCG's preconditioner leaves (drawn first, and kept when PCG is chosen).
+        Cholesky below {auto_n} samples, for ``alpha = 0`` and for the low-rank
+        dot-product kernels (linear, polynomial, cosine); PCG when the float64 ``K``
+        does not fit ``cache_size``. While PCG runs, its observed convergence is
+        checked against the cost of starting over with Cholesky, which it switches
+        to when that is cheaper (``solver_`` then says ``"cholesky"`` and the
+        result is exactly that solver's).
     tol : float > 0, default=1e-4
         pcg: stop when every target's relative residual ``||y - (K + alpha I) c|| / ||y||``
         is at most ``tol`` (scikit-learn's ``Ridge`` default). From ``1e-6`` up, the
@@ -283,10 +305,11 @@ _COMMON_DOC = """
     random_state : int, RandomState instance or None, default=None
         pcg: seeds the pivots of the randomly pivoted Cholesky preconditioner.
     verbose : int, default=0
-        pcg: 1 prints a summary line, 2 every iteration and preconditioner rank.
+        pcg: 1 prints a summary line (and ``"auto"``'s predicted costs), 2 every
+        iteration and preconditioner rank.
     backend : {"auto", "numpy", "numba", "cupy"} or None, default=None
         Compute engine for the kernel; None follows :func:`kernelkit.set_config`.
-        Resolved in ``fit`` into ``backend_``.""".replace("{auto_n}", f"{AUTO_PCG_MIN_SAMPLES:,}")
+        Resolved in ``fit`` into ``backend_``.""".replace("{auto_n}", f"{_auto.AUTO_MIN_SAMPLES:,}")
 
 
 class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):

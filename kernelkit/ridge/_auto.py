@@ -1,0 +1,178 @@
+"""``solver="auto"`` of the kernel ridge estimators: a cost model, not a fixed ``n``.
+
+Both solvers compute the same ``n x n`` kernel matrix (float64 for Cholesky, float32
+for PCG, from the same float64 arithmetic), so that cost cancels; what is weighed is
+
+* Cholesky: ``n^3 / 3`` flops of LAPACK ``potrf`` at ``POTRF_EFFICIENCY`` times the
+  machine's ``dgemm`` rate, plus ``_CHOL_PASSES`` streaming passes over ``K`` (copy,
+  equilibration, condition estimate, triangular solves); ten times the factorization
+  with one ``alpha`` per target (an eigendecomposition then);
+* PCG: ``t`` iterations of one product with the held ``K`` (``n^2`` entries streamed)
+  plus two passes over the Nyström factor ``F`` (``n x r`` float64, about ``4 n r``
+  float32 entries' worth) and a fixed per-iteration overhead. ``t`` comes from the
+  spectrum the preconditioner leaves, read off the sketch that PCG draws first anyway
+  (:func:`~kernelkit.ridge._pcg.nystrom_sketch`): with ``lam`` the smallest Nyström
+  eigenvalue and ``mu`` the smallest ``alpha``, the preconditioned condition number
+  is about ``kappa = 1 + 2 lam / mu`` (Frangella, Tropp & Udell 2023, Prop. 5.3:
+  ``lam + ||K - F F^T||`` over ``mu``, with ``||K - F F^T|| ~ lam``), and
+  ``t = 2 kappa^0.23 ln(2 / tol)``. The exponent is an empirical fit of the iteration
+  counts on Fashion-MNIST (n 2,000-4,000, gamma 0.01-0.05, alpha 1e-4-1e-1, within
+  a factor 2, on the high side where the spectrum is flat): CG converges far faster
+  than the ``sqrt(kappa)`` worst case on kernel spectra.
+
+The two rates (``dgemm`` flops per second, seconds per float32 entry of a product with
+``k`` columns) are measured once per process and BLAS thread count by short probes
+(a 512 x 512 ``dgemm``, a 32 MB float32 product: about 10 ms together). PCG is also
+watched while it runs: from ``_WATCH_FROM`` iterations on, the observed residual
+decrease per step and time per step predict the time left; when that exceeds
+``_BAIL_MARGIN`` times the cost of starting over with Cholesky (the measured time of
+the kernel matrix plus the model's factorization) and the float64 matrix fits
+``cache_size``, the fit switches to Cholesky (the result is then exactly
+``solver="cholesky"``'s).
+"""
+
+import math
+import time
+from functools import lru_cache
+
+import numpy as np
+
+from ..utils._threads import blas_limit, blas_threads_for, map_row_blocks
+from ._pcg import nystrom_sketch
+
+POTRF_EFFICIENCY = 0.85  # OpenBLAS dpotrf / dgemm rate from n ~ 4,000 on (measured 0.89)
+AUTO_MIN_SAMPLES = 1024  # below: Cholesky costs less than the model's own probes
+_CHOL_PASSES = 12        # streaming passes over n^2 float64 of the Cholesky path
+_ITER_OVERHEAD_S = 3e-4  # CG bookkeeping and thread dispatch per iteration
+_ITER_COEF, _ITER_EXP = 2.0, 0.23
+_WATCH_FROM = 10         # CG steps before the observed rate is trusted
+_BAIL_MARGIN = 1.5       # PCG's predicted remaining time over Cholesky's, to switch
+
+
+class SwitchToCholesky(Exception):
+    """Raised by the PCG monitor of ``solver="auto"``: Cholesky will finish first."""
+
+
+@lru_cache(maxsize=None)
+def _probe(limit, k):
+    """``(dgemm flops/s, seconds per float32 entry of a k-column product)`` under the
+    BLAS thread count ``limit`` (the caller's region), measured once per process."""
+    A = np.full((512, 512), 0.5)
+    best = math.inf
+    for _ in range(2):
+        t0 = time.perf_counter()
+        A @ A
+        best = min(best, time.perf_counter() - t0)
+    gemm = 2 * 512**3 / max(best, 1e-9)
+    M = np.full((4096, 2048), 0.5, np.float32)  # 32 MB: beyond the caches, as a held K
+    V = np.ones((2048, max(1, k)), np.float32)
+    out = np.empty((4096, V.shape[1]), np.float32)
+
+    def job(r0, r1):
+        out[r0:r1] = M[r0:r1] @ V
+
+    best = math.inf
+    for _ in range(2):
+        t0 = time.perf_counter()
+        map_row_blocks(job, 4096, 1024)
+        best = min(best, time.perf_counter() - t0)
+    return gemm, max(best, 1e-12) / M.size
+
+
+def machine_rates(k):
+    """The probes' rates for ``k`` target columns under the current BLAS thread count."""
+    return _probe(blas_limit() or 0, min(int(k), 64))
+
+
+def cholesky_seconds(n, n_alphas=1, rates=None):
+    """Predicted seconds of the Cholesky solve of an ``n x n`` system (kernel excluded)."""
+    gemm, entry = rates
+    t = n**3 / 3 / (POTRF_EFFICIENCY * gemm) + _CHOL_PASSES * 2 * n * n * entry
+    return t * (10 if n_alphas > 1 else 1)
+
+
+def iteration_seconds(n, rank, itemsize=4, rates=None):
+    """Predicted seconds of one PCG iteration with ``K`` held (``itemsize`` 4 or 8)."""
+    _, entry = rates
+    return (n * n * itemsize / 4 + 4 * n * rank) * entry + _ITER_OVERHEAD_S
+
+
+def estimated_iterations(lam_min, mu, tol):
+    """PCG iterations from the sketch's smallest Nyström eigenvalue (see module notes)."""
+    kappa = 1.0 + 2.0 * max(float(lam_min), 0.0) / float(mu)
+    return _ITER_COEF * kappa**_ITER_EXP * math.log(2.0 / tol)
+
+
+def min_iterations(tol):
+    """The model's fewest iterations (``kappa = 1``): below this Cholesky is certain."""
+    return estimated_iterations(0.0, 1.0, tol)
+
+
+def cholesky_fits(n, cache_mib):
+    """Whether the float64 ``K`` fits ``cache_size`` (the memory rule of "auto")."""
+    return 8 * n * n <= cache_mib * 2**20
+
+
+class Watch:
+    """PCG's monitor under ``solver="auto"``: raise :class:`SwitchToCholesky` when the
+    observed convergence says PCG will finish later than a fresh Cholesky solve.
+
+    Parameters
+    ----------
+    tol : float
+    restart_s : callable
+        ``() -> seconds`` of switching: the kernel matrix again (as measured once it
+        was held) plus the model's Cholesky.
+    """
+
+    def __init__(self, tol, restart_s):
+        self.tol, self.restart_s = tol, restart_s
+        self.t0, self.best = None, [1.0]
+
+    def __call__(self, it, rel):
+        now = time.perf_counter()
+        if self.t0 is None:  # the first step also paid for the preconditioner's setup
+            self.t0 = now
+        self.best.append(min(self.best[-1], rel))
+        if it < _WATCH_FROM or not rel > self.tol:
+            return
+        # the rate over the last half of the steps: CG accelerates, the start is slowest
+        h = it // 2
+        cur, old = self.best[it], self.best[it - h]
+        rate = math.log(max(cur, 1e-300) / max(old, 1e-300)) / h
+        per_step = (now - self.t0) / max(it - 1, 1)
+        left = math.inf if rate >= 0 else math.log(self.tol / cur) / rate
+        if left * per_step > _BAIL_MARGIN * self.restart_s():
+            raise SwitchToCholesky(it)
+
+
+def choose(product, alpha, tol, n_targets, rng, progress, fits):
+    """``solver="auto"`` for this fit: ``(solver, sketch, monitor)``.
+
+    ``fits``: whether Cholesky's float64 ``K`` fits ``cache_size``. The sketch (PCG's
+    own first step, :func:`~kernelkit.ridge._pcg.nystrom_sketch`) is drawn only when
+    the cost floor leaves the choice open, and handed on when PCG is chosen, with the
+    :class:`Watch` that may still switch to Cholesky.
+    """
+    n = product.n
+    a = np.atleast_1d(alpha)
+    if not fits:
+        return "pcg", None, None
+    with blas_threads_for(n):  # the rates of the thread count the solvers run with
+        rates = machine_rates(n_targets)
+    itemsize = product.dtype.itemsize
+    chol = cholesky_seconds(n, np.unique(a).size, rates)
+    floor = min_iterations(tol) * iteration_seconds(n, 0, itemsize, rates)
+    if chol <= floor:  # Cholesky is certain: not even the sketch is drawn
+        progress("solver auto", level=1, cholesky_s=chol, pcg_min_s=floor, choice="cholesky")
+        return "cholesky", None, None
+    sketch = nystrom_sketch(product, alpha, rng, progress)
+    info = sketch[2]
+    t = estimated_iterations(info["lam_min"], float(a.min()), tol)
+    pcg = t * iteration_seconds(n, info["rank"], itemsize, rates)
+    choice = "pcg" if pcg < chol else "cholesky"
+    progress("solver auto", level=1, cholesky_s=chol, pcg_s=pcg, iterations=t,
+             rank=info["rank"], choice=choice)
+    if choice == "cholesky":
+        return choice, None, None
+    return choice, sketch, Watch(tol, lambda: product.build_s + chol)
