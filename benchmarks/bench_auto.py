@@ -1,0 +1,180 @@
+"""``KernelRidge(solver="auto")`` against the solvers it chooses between, and scikit-learn.
+
+Fashion-MNIST (784 features, 10 one-hot targets scored by argmax on the 10,000 test
+images), Gaussian kernel, every cell of n x alpha x gamma: fit time and test error of
+kernelkit ``solver="cholesky"``, ``"pcg"``, ``"auto"`` and of
+:class:`sklearn.kernel_ridge.KernelRidge` (where its two ``n x n`` float64 matrices
+fit in memory). Each fit runs in a fresh subprocess (so ``"auto"`` pays its
+once-per-process probes, as a user's first fit does; peak = VmHWM after the data
+are loaded).
+
+Goals per cell: auto <= 1.1 x min(cholesky, pcg) and <= scikit-learn's time; test
+error of pcg and auto equal to Cholesky's within 0.001. At n = 20,000: pcg at least
+3x scikit-learn's speed in at least half of the cells.
+
+Usage::
+
+    python benchmarks/bench_auto.py            # full grid; writes results_auto.json and
+                                               # its section of RESULTS.md
+    python benchmarks/bench_auto.py --quick    # n in {1000, 2000}, fewer cells; prints only
+"""
+
+import os
+
+os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import gc  # noqa: E402
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+from _common import (  # noqa: E402 (benchmarks/ is on sys.path)
+    MD_HEADER, fmt_met, git_state, load_fashion_mnist, machine_info, machine_line,
+    proc_status_kib, reset_peak, write_section)
+
+HERE = Path(__file__).resolve().parent
+JSON_PATH = HERE / "results_auto.json"
+MD_PATH = HERE / "RESULTS.md"
+SECTION = "## solver='auto' (bench_auto.py)"
+SEED = 0
+FULL = {"n": (2000, 5000, 10_000, 20_000), "alpha": (1e-1, 1e-2, 1e-3, 1e-4),
+        "gamma": (0.01, 0.05)}
+QUICK = {"n": (1000, 2000), "alpha": (1e-1, 1e-3), "gamma": (0.05,)}
+KINDS = ("cholesky", "pcg", "auto", "sklearn")
+SKLEARN_MAX_GIB = 0.8  # of physical memory for scikit-learn's K and its copy
+
+
+def case(spec):
+    """In a fresh subprocess: load the data, reset the peak, fit, score."""
+    from sklearn.kernel_ridge import KernelRidge as SKR
+
+    from kernelkit import KernelRidge
+
+    n, kind = spec["n"], spec["kind"]
+    Xa, ya, Xt, yt = load_fashion_mnist()
+    idx = np.sort(np.random.RandomState(SEED).choice(len(ya), n, replace=False))
+    X, Y = Xa[idx], np.eye(10)[ya[idx]]
+    kw = dict(alpha=spec["alpha"], kernel="rbf", gamma=spec["gamma"])
+    est = SKR(**kw) if kind == "sklearn" else KernelRidge(solver=kind, random_state=SEED, **kw)
+    gc.collect()
+    reset = reset_peak()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t0 = time.perf_counter()
+        est.fit(X, Y)
+        fit_s = time.perf_counter() - t0
+        err = float(np.mean(est.predict(Xt).argmax(1) != yt))
+    out = {**spec, "fit_s": fit_s, "error": err, "peak_gb": proc_status_kib("VmHWM") / 2**20,
+           "peak_reset": reset}
+    for attr in ("solver_", "n_iter_", "preconditioner_rank_"):
+        if hasattr(est, attr):
+            out[attr.rstrip("_")] = getattr(est, attr)
+    return out
+
+
+def run(spec):
+    proc = subprocess.run([sys.executable, __file__, "--_case", json.dumps(spec)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(f"  case {spec} failed:\n{proc.stderr[-2000:]}", flush=True)
+        return {**spec, "failed": proc.stderr[-500:]}
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(f"  {out}", flush=True)
+    return out
+
+
+def sklearn_fits(n, info):
+    mem = info.get("memory_gib") or 0
+    return 2 * 8 * n * n / 2**30 <= SKLEARN_MAX_GIB * mem
+
+
+def cells(cfg):
+    return [(n, g, a) for n in cfg["n"] for g in cfg["gamma"] for a in cfg["alpha"]]
+
+
+def goals(row):
+    """Per cell: (auto within 1.1x of the faster solver, auto <= sklearn, errors within
+    0.001 of Cholesky's); None where a side is missing."""
+    c, p, a, s = (row.get(k) for k in KINDS)
+    t = {k: (v or {}).get("fit_s") for k, v in zip(KINDS, (c, p, a, s))}
+    fast = None if None in (t["auto"], t["cholesky"], t["pcg"]) else \
+        t["auto"] <= 1.1 * min(t["cholesky"], t["pcg"])
+    vs_sk = None if None in (t["auto"], t["sklearn"]) else t["auto"] <= t["sklearn"]
+    err = None if not (c and p and a) else \
+        max(abs(p["error"] - c["error"]), abs(a["error"] - c["error"])) <= 0.001
+    return fast, vs_sk, err
+
+
+def render(res):
+    info = res["machine"]
+    L = [SECTION, "",
+         machine_line(info, (res["loadavg_before"], res["loadavg_after"]), res["timestamp"],
+                      res["git"]["commit"]), "",
+         "Fashion-MNIST subsets, Gaussian kernel, 10 one-hot targets, 10,000 test images; "
+         "kernelkit defaults otherwise (tol 1e-4). Every fit in a fresh subprocess (auto's "
+         "probes included). Times in seconds, test error in brackets; auto's choice after "
+         "its time.", "",
+         "| n | gamma | alpha | cholesky | pcg (iter.) | auto (choice) | sklearn | "
+         "auto <= 1.1 min | auto <= sklearn | errors within 0.001 |",
+         "|---|---|---|---|---|---|---|---|---|---|"]
+
+    def cell(r, extra=""):
+        return "—" if not r else f"{r['fit_s']:.2f} ({r['error']:.4f}){extra}"
+
+    big = []
+    for row in res["cells"]:
+        c, p, a, s = (row.get(k) for k in KINDS)
+        f = [fmt_met(x) for x in goals(row)]
+        it = f" [{p.get('n_iter')}]" if p else ""
+        choice = f" {a.get('solver')}" if a else ""
+        L.append(f"| {row['n']:,} | {row['gamma']} | {row['alpha']:g} | {cell(c)} | "
+                 f"{cell(p, it)} | {cell(a, choice)} | {cell(s)} | {f[0]} | {f[1]} | {f[2]} |")
+        if row["n"] == 20_000 and p and s:
+            big.append(s["fit_s"] / p["fit_s"] >= 3)
+    if big:
+        L += ["", f"n = 20,000: pcg >= 3x scikit-learn's speed in {sum(big)} of {len(big)} "
+              f"cells (goal: at least half): **{'met' if 2 * sum(big) >= len(big) else 'not met'}**."]
+    return "\n".join(L) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes; write no files")
+    parser.add_argument("--_case", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args._case:
+        print(json.dumps(case(json.loads(args._case)), default=float))
+        return
+    cfg = QUICK if args.quick else FULL
+    info = machine_info()
+    res = {"timestamp": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+           "quick": args.quick, "config": cfg, "seed": SEED, "machine": info,
+           "git": git_state(), "loadavg_before": list(os.getloadavg()), "cells": []}
+    for n, g, a in cells(cfg):
+        print(f"n={n} gamma={g} alpha={a}", flush=True)
+        row = {"n": n, "gamma": g, "alpha": a}
+        for kind in KINDS:
+            if kind == "sklearn" and not sklearn_fits(n, info):
+                continue
+            r = run({"kind": kind, "n": n, "gamma": g, "alpha": a})
+            row[kind] = None if "failed" in r else r
+        res["cells"].append(row)
+        if not args.quick:  # save as we go: the full grid takes a while
+            JSON_PATH.write_text(json.dumps(res, indent=2, default=float) + "\n")
+    res["loadavg_after"] = list(os.getloadavg())
+    section = render(res)
+    print("\n" + section)
+    if not args.quick:
+        JSON_PATH.write_text(json.dumps(res, indent=2, default=float) + "\n")
+        write_section(MD_PATH, SECTION, MD_HEADER, section)
+        print(f"wrote {JSON_PATH.name} and {MD_PATH.name}")
+
+
+if __name__ == "__main__":
+    main()
