@@ -160,13 +160,18 @@ class _STKRBase(BaseEstimator):
                 raise ValueError("the base kernel matrix has no positive eigenvalue; check "
                                  "the kernel and its parameters.")
 
+        def _ridge(rows, wr):
+            # beta per unit of weight: an integer weight is that many copies of the row
+            return (rows.size if wr is None else float(np.sum(wr))) * float(self.beta)
+
+        def _monitor():
+            return _solvers._Monitor(progress, f"{self.transformation}/{self.solver}",
+                                     float(self.tol), int(self.max_iter))
+
         def solve(rows, Yr, wr):
             """``(theta, fitted, n_iter, monitor)`` with labels on ``labeled[rows]`` only."""
             lab = labeled[rows]
-            # beta per unit of weight: an integer weight is that many copies of the row
-            ridge = (lab.size if wr is None else float(np.sum(wr))) * float(self.beta)
-            monitor = _solvers._Monitor(progress, f"{self.transformation}/{self.solver}",
-                                        float(self.tol), int(self.max_iter))
+            ridge, monitor = _ridge(rows, wr), _monitor()
             kw = dict(solver=self.solver, tol=float(self.tol), max_iter=int(self.max_iter),
                       monitor=monitor, weights=wr)
             if self.transformation == "identity":
@@ -178,20 +183,31 @@ class _STKRBase(BaseEstimator):
             if self.transformation == "kpca":
                 theta, fitted, _ = _solvers.solve_kpca(basis, lab, Yr, ridge, wr)
                 return theta, fitted, 0, monitor
-            if self.transformation == "polynomial":
-                return (*_solvers.solve_polynomial(G, lambda_max, coefs, lab, Yr, ridge, **kw),
-                        monitor)
-            return (*_solvers.solve_inverse_laplacian(G, lambda_max, float(self.eta), lab, Yr,
-                                                      ridge, **kw), monitor)
+            # polynomial (the inverse Laplacian is solved in one batch below)
+            return (*_solvers.solve_polynomial(G, lambda_max, coefs, lab, Yr, ridge, **kw),
+                    monitor)
 
         every = np.arange(labeled.size)
-        theta, fitted, n_iter, monitor = solve(every, Y, weights)
+        fold_w = [None if weights is None else weights[rows] for rows, _ in (folds or ())]
+        out_of_sample = None if folds is None else np.empty(Y.shape)
+        if self.transformation == "inverse_laplacian":
+            # the fit and its calibration refits in one batch: they share each product
+            problems = [(every, Y, weights)] + [(rows, Y[rows], w)
+                                                for (rows, _), w in zip(folds or (), fold_w)]
+            monitors = [_monitor() for _ in problems]
+            solved = _solvers.solve_inverse_laplacian_many(
+                G, lambda_max, float(self.eta),
+                [(labeled[rows], Yr, _ridge(rows, wr), wr, m)
+                 for (rows, Yr, wr), m in zip(problems, monitors)],
+                solver=self.solver, tol=float(self.tol), max_iter=int(self.max_iter))
+            (theta, fitted, n_iter), monitor = solved[0], monitors[0]
+            fold_fits = [f for _, f, _ in solved[1:]]
+        else:
+            theta, fitted, n_iter, monitor = solve(every, Y, weights)
+            fold_fits = [solve(rows, Y[rows], w)[1] for (rows, _), w in zip(folds or (), fold_w)]
         n_components = None if basis is None else basis[0].size
-        out_of_sample = None
         if folds is not None:
-            out_of_sample = np.empty(Y.shape)
-            for rows, held in folds:
-                f = solve(rows, Y[rows], None if weights is None else weights[rows])[1]
+            for (_, held), f in zip(folds, fold_fits):
                 out_of_sample[held] = f[labeled[held]]
             out_of_sample *= col_scale
         theta, fitted = theta * col_scale, fitted * col_scale

@@ -69,21 +69,31 @@ def locations(X):
     """Location index of each row (exactly equal rows share one) and each location's first row.
 
     Locations are numbered in the order of their first row (``first`` ascending).
+    Dense rows are grouped by an exact integer hash of their bits (``-0.0`` as ``0.0``)
+    and every row of a group is compared with the group's first; sparse rows by their
+    canonical CSR form.
 
     Returns
     -------
     loc : ndarray of int, shape (n_samples,)
     first : ndarray of int, shape (n_locations,)
     """
-    if sparse.issparse(X):
+    if not sparse.issparse(X):
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        _, first, loc = np.unique(_row_hashes(X), return_index=True, return_inverse=True)
+        loc = loc.reshape(-1)
+        dup = np.flatnonzero(first[loc] != np.arange(X.shape[0]))
+        if np.array_equal(X[dup], X[first[loc[dup]]]):  # no two distinct rows collided
+            rank = np.empty(first.size, dtype=np.intp)
+            rank[np.argsort(first)] = np.arange(first.size)
+            return rank[loc], np.sort(first)
+        keys = [r.tobytes() for r in X + 0.0]
+    else:
         X = X.tocsr(copy=True)
         X.sum_duplicates()  # also sorts the indices: a canonical form of each row
         X.eliminate_zeros()
         ind, dat, ptr = X.indices, X.data, X.indptr
         keys = [(ind[a:b].tobytes(), dat[a:b].tobytes()) for a, b in zip(ptr[:-1], ptr[1:])]
-    else:
-        rows = np.ascontiguousarray(X, dtype=np.float64) + 0.0  # -0.0 == 0.0: one location
-        keys = [r.tobytes() for r in rows]
     ids, loc, first = {}, np.empty(X.shape[0], dtype=np.intp), []
     for i, key in enumerate(keys):
         j = ids.setdefault(key, len(first))
@@ -93,11 +103,33 @@ def locations(X):
     return loc, np.asarray(first, dtype=np.intp)
 
 
+def _row_hashes(X):
+    """``sum_j bits(x_j) m_j mod 2**64`` per row (odd random ``m_j``; order-free, exact)."""
+    mult = np.random.default_rng(0x5EED).integers(1, 2**63, X.shape[1], dtype=np.uint64)
+    mult |= np.uint64(1)
+    out = np.empty(X.shape[0], dtype=np.uint64)
+    step = max(1, 2**21 // max(1, X.shape[1]))
+    for s in range(0, X.shape[0], step):
+        B = X[s:s + step]
+        bits = np.where(B == 0.0, np.uint64(0), B.view(np.uint64))
+        out[s:s + step] = (bits * mult).sum(axis=1, dtype=np.uint64)
+    return out
+
+
+def _formats(Q, U):
+    """Queries in the training rows' format: CSR, or C-ordered dense rows (the compiled
+    loops read rows contiguously)."""
+    if sparse.issparse(U):
+        return sparse.csr_matrix(Q), sparse.csr_matrix(U)
+    U = np.ascontiguousarray(U)
+    return np.ascontiguousarray(Q.toarray() if sparse.issparse(Q) else Q), U
+
+
 def _neighbourhoods(Q, U, k, engine, symmetric):
     """Candidate pairs ``(rows, cols)`` in row order with their exact ``d2`` and ``same``."""
     indptr, cols = candidates(Q, U, k, SAME, SLACK, engine, symmetric)
     rows = np.repeat(np.arange(Q.shape[0]), np.diff(indptr))
-    d2 = pair_sq_dists(Q, U, rows, cols)
+    d2 = pair_sq_dists(Q, U, rows, cols, engine)
     same = d2 <= SAME * (sq_norms(Q)[rows] + sq_norms(U)[cols])
     d2[same] = 0.0
     return rows, cols, d2, same
@@ -150,7 +182,7 @@ def knn_graph(X, n_neighbors, loc, first, engine="numpy"):
         ``reverse[c, b]``: ``b != c`` and ``d(x_c, x_b)^2 <= SLACK r_b^2`` (the reverse
         test of a query in the cell of ``c``).
     """
-    U = X if first.size == X.shape[0] else X[first]
+    U = _formats(X, X if first.size == X.shape[0] else X[first])[1]
     n_loc = first.size
     rows, cols, d2, same = _neighbourhoods(U, U, n_neighbors, engine, symmetric=True)
     other = rows != cols
@@ -211,7 +243,7 @@ def knn_cross_matmul(Xq, X_fit, fit, n_neighbors, theta, engine="numpy"):
     loc, first, reverse = fit["loc"], fit["first"], fit["reverse"]
     n_loc, nq = first.size, Xq.shape[0]
     counts = np.bincount(loc, minlength=n_loc).astype(np.float64)
-    U = X_fit if n_loc == X_fit.shape[0] else X_fit[first]
+    Xq, U = _formats(Xq, X_fit if n_loc == X_fit.shape[0] else X_fit[first])
     rows, cols, d2, same = _neighbourhoods(Xq, U, n_neighbors, engine, symmetric=False)
     # the query's cell: its nearest location, ties to the location seen first (as argmin)
     order = np.lexsort((first[cols], d2, rows))
@@ -223,7 +255,7 @@ def knn_cross_matmul(Xq, X_fit, fit, n_neighbors, theta, engine="numpy"):
     keys, r_keys = rows * n_loc + cols, r_rows * n_loc + R.indices
     new = ~np.isin(r_keys, keys)
     nr, nc = r_rows[new], R.indices[new]
-    nd2 = pair_sq_dists(Xq, U, nr, nc)
+    nd2 = pair_sq_dists(Xq, U, nr, nc, engine)
     nsame = nd2 <= SAME * (sq_norms(Xq)[nr] + sq_norms(U)[nc])
     rows, cols = np.r_[rows, nr], np.r_[cols, nc]
     d2, same = np.r_[d2, nd2], np.r_[same, nsame]

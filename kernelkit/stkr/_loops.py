@@ -15,8 +15,8 @@ def keep_smallest(P, norms, col0, val, idx):
     ----------
     P : ndarray of shape (b, m), float32 or float64
         Gram block of ``b`` buffer rows against columns ``col0:col0 + m``.
-    norms : ndarray of shape (n_columns,), float64
-        Squared norms of all columns.
+    norms : ndarray of shape (n_columns,), P's dtype
+        Squared norms of all columns (``v`` is computed in ``P``'s precision).
     col0 : int
     val : ndarray of shape (b, K), float64
         Per-row ascending buffer of the ``K`` smallest ``v`` (``inf`` where empty),
@@ -25,7 +25,7 @@ def keep_smallest(P, norms, col0, val, idx):
         Their column indices (-1 where empty), updated in place.
     """
     K = val.shape[1]
-    V = norms[col0:col0 + P.shape[1]][None, :] - 2.0 * P.astype(np.float64)
+    V = (norms[col0:col0 + P.shape[1]][None, :] - (P + P)).astype(np.float64)
     allv = np.concatenate([val, V], axis=1)
     alli = np.concatenate([idx, np.broadcast_to(np.arange(col0, col0 + P.shape[1]), V.shape)],
                           axis=1)
@@ -36,3 +36,18 @@ def keep_smallest(P, norms, col0, val, idx):
     order = np.argsort(allv, axis=1, kind="stable")
     val[:] = np.take_along_axis(allv, order, axis=1)
     idx[:] = np.take_along_axis(alli, order, axis=1)
+
+
+def keep_smallest_columns(P, norms, row0, val, idx):
+    """:func:`keep_smallest` for the columns of ``P``: ``v_ji = norms[row0 + i] - 2 P[i, j]``
+    merged into the buffers of the ``m`` columns (the transposed tile, not copied)."""
+    keep_smallest(P.T, norms, row0, val, idx)
+
+
+def pair_sq_dists(A, B, rows, cols, out):
+    """``out[p] = |A[rows[p]] - B[cols[p]]|^2`` for dense rows (differences: exact to
+    rounding, no cancellation of large norms)."""
+    step = max(1, 2**22 // max(1, A.shape[1]))
+    for s in range(0, rows.size, step):
+        D = A[rows[s:s + step]] - B[cols[s:s + step]]
+        out[s:s + step] = np.einsum("ij,ij->i", D, D)

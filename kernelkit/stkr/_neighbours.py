@@ -23,7 +23,7 @@ Two searches, chosen by the dimension (:func:`use_tree`):
   its distances are direct, ``M`` is rounding only;
 * blocked Gram products for many features: float32 products of the rows centred on
   the training mean (dense; twice the speed of float64 BLAS, ``M`` is float32's bound
-  ``(2 d + 16) u32 (|q - mu|^2 + max |u - mu|^2)``), float64 sparse products (CSR). On the
+  ``(2 d + 24) u32 (|q - mu|^2 + max |u - mu|^2)``), float64 sparse products (CSR). On the
   training rows only the tiles on and above the diagonal are multiplied, each serving
   its rows and, transposed, its columns. Each tile is merged into the rows' buffers by
   :func:`._loops.keep_smallest` (Numba: one fused pass).
@@ -38,6 +38,7 @@ from ..utils._dispatch import select_loops
 
 RHO = 1e-10  # relative error allowed for: tree rounding and the exact pairs' own
 _U32, _U64 = 2.0**-24, 2.0**-53
+TILE = 2048  # rows of a Gram tile
 TREE_MAX_D = 12  # measured crossover (see the module docstring of benchmarks/bench_stkr.py)
 
 
@@ -58,9 +59,12 @@ def _budget_rows(n_cols, bytes_per=8, copies=4):
     return max(1, int(budget // (bytes_per * copies * max(1, n_cols))))
 
 
-def pair_sq_dists(Q, U, rows, cols):
+def pair_sq_dists(Q, U, rows, cols, engine="numpy"):
     """``|Q[rows] - U[cols]|^2`` pair by pair, computed from differences (exact to rounding)."""
     out = np.empty(rows.size)
+    if not sparse.issparse(Q):
+        select_loops(__package__, engine).pair_sq_dists(Q, U, rows, cols, out)
+        return out
     step = _budget_rows(Q.shape[1], copies=3)
     for s in range(0, rows.size, step):
         D = Q[rows[s:s + step]] - U[cols[s:s + step]]
@@ -83,28 +87,38 @@ class _Tree:
         return d * d, i
 
 
+def _centred32(A, mu):
+    """``A - mu`` rounded to float32, and the squared norms of ``A - mu`` (float64)."""
+    out = np.empty(A.shape, dtype=np.float32)
+    norms = np.empty(A.shape[0])
+    for s in range(0, A.shape[0], _budget_rows(A.shape[1])):
+        C = A[s:s + _budget_rows(A.shape[1])] - mu
+        out[s:s + C.shape[0]] = C
+        norms[s:s + C.shape[0]] = np.einsum("ij,ij->i", C, C)
+    return out, norms
+
+
 class _Gemm:
     """Blocked Gram products; on the training rows the upper tiles only."""
 
     def __init__(self, Q, U, symmetric, engine):
         d = U.shape[1]
+        uncentred = (2 * d + 16) * _U64 * (sq_norms(Q) + sq_norms(U).max())
         if sparse.issparse(U):
-            self.Qc, self.Uc = Q, U
-            self.margin = (2 * d + 16) * _U64 * (sq_norms(Q) + sq_norms(U).max())
+            self.Qc, self.Uc, self.nq = Q, U, sq_norms(Q)
+            self.nu = self.nq if symmetric else sq_norms(U)
+            self.margin = uncentred
         else:
             # centred: float32's error is relative to the norms, and the mean is far
-            # from the rows' spread in typical data (pixels, counts)
+            # from the rows' spread in typical data (pixels, counts); the norms of the
+            # float64 centred rows stand for those of their float32 roundings (the
+            # difference, 2 u32 |c|^2, is within the margin)
             mu = U.mean(axis=0)
-            self.Uc = (U - mu).astype(np.float32)
-            self.Qc = self.Uc if symmetric else (Q - mu).astype(np.float32)
-            nq = sq_norms(self.Qc.astype(np.float64))
-            nu = sq_norms(self.Uc.astype(np.float64))
-            uncentred = sq_norms(Q) + sq_norms(U).max()
-            self.margin = (2 * d + 16) * (_U32 * (nq + nu.max()) + _U64 * uncentred)
-        self.nq = sq_norms(self.Qc.astype(np.float64) if not sparse.issparse(self.Qc)
-                           else self.Qc)
-        self.nu = self.nq if symmetric else sq_norms(
-            self.Uc.astype(np.float64) if not sparse.issparse(self.Uc) else self.Uc)
+            self.Uc, self.nu = _centred32(U, mu)
+            self.Qc, self.nq = (self.Uc, self.nu) if symmetric else _centred32(Q, mu)
+            self.margin = (2 * d + 24) * _U32 * (self.nq + self.nu.max()) + uncentred
+        # the selection pass works in the tiles' precision (float32: twice the lanes)
+        self.nu_tile = self.nu.astype(self.Uc.dtype)
         self.symmetric = symmetric
         self.loops = select_loops(__package__, engine)
 
@@ -118,16 +132,17 @@ class _Gemm:
         nq, nu = self.Qc.shape[0], self.Uc.shape[0]
         val = np.full((nq, K), np.inf)
         idx = np.full((nq, K), -1, dtype=np.intp)
-        step = int(min(2048, max(64, np.sqrt(_budget_rows(1, 8, 8)))))
+        step = int(min(TILE, max(64, np.sqrt(_budget_rows(1, 8, 8)))))
         keep = self.loops.keep_smallest
         for i0 in range(0, nq, step):
             i1 = min(i0 + step, nq)
             for j0 in range(i0 if self.symmetric else 0, nu, step):
                 j1 = min(j0 + step, nu)
                 P = self._product(self.Qc[i0:i1], self.Uc[j0:j1])
-                keep(P, self.nu, j0, val[i0:i1], idx[i0:i1])
+                keep(P, self.nu_tile, j0, val[i0:i1], idx[i0:i1])
                 if self.symmetric and j0 > i0:
-                    keep(np.ascontiguousarray(P.T), self.nu, i0, val[j0:j1], idx[j0:j1])
+                    self.loops.keep_smallest_columns(P, self.nu_tile, i0, val[j0:j1],
+                                                     idx[j0:j1])
         return val + self.nq[:, None], idx
 
     def _rows_values(self, rows):

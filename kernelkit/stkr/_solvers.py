@@ -167,53 +167,94 @@ def solve_inverse_laplacian(G, lam1, eta, labeled, Y, ridge, *, solver, tol, max
     labeled equations: ``T = D_w G + n beta Q``, right-hand side ``E W y`` (``G T``
     stays symmetric, so CG applies unchanged).
     """
+    return solve_inverse_laplacian_many(G, lam1, eta, [(labeled, Y, ridge, weights, monitor)],
+                                        solver=solver, tol=tol, max_iter=max_iter)[0]
+
+
+def solve_inverse_laplacian_many(G, lam1, eta, problems, *, solver, tol, max_iter):
+    """:func:`solve_inverse_laplacian` for several problems on one ``G`` at once.
+
+    ``problems`` holds ``(labeled, Y, ridge, weights, monitor)`` tuples (the
+    calibration's fold refits beside the fit). Their columns share each product with
+    ``G`` (one sparse pass serves them all); each column's iteration is its own, and a
+    problem's columns leave the batch when its monitor reports convergence, so each
+    problem gets the iterates, stopping step and history it would get alone.
+
+    Returns
+    -------
+    list of ``(theta, fitted, n_iter)``, one per problem.
+    """
     N = G.n
-    w = np.ones(len(labeled)) if weights is None else np.asarray(weights, np.float64)
-    d = np.zeros((N, 1))
-    d[labeled, 0] = w
-    b = np.zeros((N, Y.shape[1]))
-    b[labeled] = w[:, None] * Y
+    group = np.repeat(np.arange(len(problems)), [p[1].shape[1] for p in problems])
+    d, b = np.zeros((N, group.size)), np.zeros((N, group.size))
+    ridge, step = np.empty(group.size), np.empty(group.size)
+    for g, (labeled, Y, rdg, weights, _) in enumerate(problems):
+        cols = np.flatnonzero(group == g)
+        w = np.ones(len(labeled)) if weights is None else np.asarray(weights, np.float64)
+        d[np.ix_(labeled, cols)] = w[:, None]
+        b[np.ix_(labeled, cols)] = w[:, None] * Y
+        ridge[cols] = rdg
+        if solver != "cg":
+            # G-Rayleigh quotients of T lie in [ridge (1 - eta), lambda_max(G[L, L]) + ridge]
+            step[cols] = 2.0 / (_top_labeled(G, labeled) * float(np.max(w)) + rdg * (2.0 - eta))
     c = eta / lam1
-
-    def T_from(V, GV):  # T V given G V: no product
-        return d * GV + ridge * (V - c * GV)
-
     Gb = G(b)
     bnorm = np.sqrt(np.maximum(np.sum(b * Gb, axis=0), np.finfo(float).tiny))
-    theta = np.zeros_like(b)
-    r, Gr = b.copy(), Gb.copy()
+    out = np.zeros_like(b)
+    n_iter = np.zeros(len(problems), dtype=int)
+    # the active columns' state; a finished problem's columns are dropped from all of it
+    act = np.arange(group.size)
+    theta, r, Gr = np.zeros_like(b), b.copy(), Gb.copy()
     rho = np.sum(r * Gr, axis=0)
-    converged = monitor.done(0, np.sqrt(np.maximum(rho, 0)) / bnorm)
+    st = dict(theta=theta, r=r, Gr=Gr, rho=rho, bnorm=bnorm, d=d, ridge=ridge, step=step)
+    if solver == "cg":
+        st.update(p=r.copy(), Gp=Gr.copy())
+
+    def finished(k, res):
+        """Report each active problem's residual; drop the columns of those done."""
+        nonlocal act
+        stop = np.zeros(act.size, dtype=bool)
+        for g in np.unique(group[act]):
+            m = group[act] == g
+            if problems[g][4].done(k, res[m]) or k >= max_iter:
+                stop |= m
+                n_iter[g] = problems[g][4].finish(problems[g][4].history[-1] <= tol)
+        if stop.any():
+            out[:, act[stop]] = st["theta"][:, stop]
+            for key, v in st.items():
+                st[key] = v[..., ~stop]
+            act = act[~stop]
+        return act.size == 0
+
     k = 0
-    if solver == "cg":  # CG in the G inner product: one product per step
-        p, Gp = r.copy(), Gr.copy()
-        while not converged and k < max_iter:
-            k += 1
-            Tp = T_from(p, Gp)
+    done = finished(0, np.sqrt(np.maximum(rho, 0)) / bnorm)
+    while not done:
+        k += 1
+        if solver == "cg":  # CG in the G inner product: one product per step
+            p, Gp = st["p"], st["Gp"]
+            Tp = st["d"] * Gp + st["ridge"] * (p - c * Gp)  # T p given G p: no product
             pTp = np.sum(Gp * Tp, axis=0)
-            a = np.divide(rho, pTp, out=np.zeros_like(rho), where=pTp > 0)
+            a = np.divide(st["rho"], pTp, out=np.zeros_like(pTp), where=pTp > 0)
             GTp = G(Tp)
-            theta += a * p
-            r -= a * Tp
-            Gr -= a * GTp
-            rho_new = np.sum(r * Gr, axis=0)
-            converged = monitor.done(k, np.sqrt(np.maximum(rho_new, 0)) / bnorm)
-            beta = np.divide(rho_new, rho, out=np.zeros_like(rho), where=rho > 0)
-            p = r + beta * p
-            Gp = Gr + beta * Gp
-            rho = rho_new
-    else:
-        # G-Rayleigh quotients of T lie in [ridge (1 - eta), lambda_max(G[L, L]) + ridge]
-        step = 2.0 / (_top_labeled(G, labeled) * float(np.max(w)) + ridge * (2.0 - eta))
-        while not converged and k < max_iter:
-            k += 1
-            theta += step * r
-            Tr = T_from(r, Gr)
-            r -= step * Tr
-            Gr = G(r)
-            converged = monitor.done(k, np.sqrt(np.maximum(np.sum(r * Gr, 0), 0)) / bnorm)
-    n_iter = monitor.finish(converged)
-    return theta, G(theta), n_iter
+            st["theta"] += a * p
+            st["r"] -= a * Tp
+            st["Gr"] -= a * GTp
+            rho_new = np.sum(st["r"] * st["Gr"], axis=0)
+            beta = np.divide(rho_new, st["rho"], out=np.zeros_like(pTp), where=st["rho"] > 0)
+            st["p"] = st["r"] + beta * p
+            st["Gp"] = st["Gr"] + beta * Gp
+            st["rho"] = rho_new
+            res = rho_new
+        else:
+            st["theta"] += st["step"] * st["r"]
+            T = st["d"] * st["Gr"] + st["ridge"] * (st["r"] - c * st["Gr"])
+            st["r"] -= st["step"] * T
+            st["Gr"] = G(st["r"])
+            res = np.sum(st["r"] * st["Gr"], 0)
+        done = finished(k, np.sqrt(np.maximum(res, 0)) / st["bnorm"])
+    fitted = G(out)
+    return [(out[:, group == g], fitted[:, group == g], int(n_iter[g]))
+            for g in range(len(problems))]
 
 
 def _top_labeled(G, labeled):
