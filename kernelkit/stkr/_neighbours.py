@@ -39,7 +39,7 @@ from ..utils._dispatch import select_loops
 RHO = 1e-10  # relative error allowed for: tree rounding and the exact pairs' own
 _U32, _U64 = 2.0**-24, 2.0**-53
 TILE = 2048  # rows of a Gram tile
-TREE_MAX_D = 12  # measured crossover (see the module docstring of benchmarks/bench_stkr.py)
+TREE_MAX_D = 16  # k-d tree up to here: measured crossover, see use_tree
 
 
 def use_tree(n_features):

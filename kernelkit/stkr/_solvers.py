@@ -178,7 +178,7 @@ def solve_inverse_laplacian_many(G, lam1, eta, problems, *, solver, tol, max_ite
     calibration's fold refits beside the fit). Their columns share each product with
     ``G`` (one sparse pass serves them all); each column's iteration is its own, and a
     problem's columns leave the batch when its monitor reports convergence, so each
-    problem gets the iterates, stopping step and history it would get alone.
+    problem gets the iterates (to rounding), stopping step and history it would get alone.
 
     Returns
     -------

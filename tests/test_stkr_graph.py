@@ -1,0 +1,149 @@
+"""The fast kNN graph of STKR equals the brute-force graph of all pairwise distances.
+
+:mod:`kernelkit.stkr._graph` finds neighbourhoods with a k-d tree (few features) or
+float32 Gram tiles (many features) and decides the graph on exact pair distances;
+:mod:`kernelkit.stkr._graph_brute` is the former implementation (every distance from
+float64 Gram products). On integer data both compute every distance exactly, so ties
+at the k-th distance, duplicates and equidistant queries must come out identical.
+"""
+
+import importlib.util
+import tracemalloc
+
+import numpy as np
+import pytest
+from scipy import sparse
+
+from kernelkit.stkr import STKRClassifier, STKRRegressor, _graph, _graph_brute, _neighbours
+
+_NUMBA = importlib.util.find_spec("numba") is not None
+ENGINES = ["numpy", pytest.param("numba", marks=pytest.mark.skipif(not _NUMBA,
+                                                                   reason="no Numba"))]
+
+
+def _both(X, Xq, k, engine):
+    """Fast and brute (W, radius2, predict rows) on the scaled rows of X and Xq."""
+    e = _graph.max_exponent(X)
+    Xs, Xqs = _graph.scale(X, e), _graph.scale(Xq, e)
+    loc, first = _graph.locations(Xs)
+    W, r2, reverse = _graph.knn_graph(Xs, k, loc, first, engine)
+    Wb, r2b = _graph_brute.knn_graph(Xs, k, loc, first)
+    degree = _graph.normalised_adjacency(W)[1]
+    theta = np.random.default_rng(0).standard_normal((X.shape[0], 2))
+    fit = dict(degree=degree, loc=loc, first=first, reverse=reverse, radius2=r2)
+    pred = _graph.knn_cross_matmul(Xqs, Xs, fit, k, theta, engine)
+    pred_b = _graph_brute.knn_cross_matmul(Xqs, Xs, fit, k, theta)
+    return (W, r2, pred), (Wb, r2b, pred_b)
+
+
+def _assert_same(fast, brute):
+    (W, r2, pred), (Wb, r2b, pred_b) = fast, brute
+    assert W.shape == Wb.shape and (W != Wb).nnz == 0
+    np.testing.assert_array_equal(np.isinf(r2), np.isinf(r2b))
+    np.testing.assert_allclose(r2, r2b, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(pred, pred_b, rtol=0, atol=1e-12)
+
+
+def _lattice(n, d, seed, levels=3):
+    """Integer rows: many rows repeated, many distances tied at the k-th."""
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, levels, (n, d)).astype(float)
+    Xq = np.r_[rng.integers(0, levels, (15, d)), X[:10] + 0.5,  # on and between points
+               X[10:15] * (1 + 1e-9), rng.normal(1, 1, (10, d))]  # next to training rows
+    return X, Xq
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("fmt", ["dense", "csr"])
+@pytest.mark.parametrize("d, k", [(2, 5), (3, 1), (40, 5), (60, 1)])
+def test_fast_graph_equals_brute_force_with_ties_and_duplicates(d, k, fmt, engine):
+    X, Xq = _lattice(240, d, seed=d + k)
+    assert _graph.locations(X)[1].size < X.shape[0] or d > 10  # duplicates in low d
+    assert _neighbours.use_tree(d) == (d <= _neighbours.TREE_MAX_D)
+    if fmt == "csr":
+        X, Xq = sparse.csr_matrix(X), sparse.csr_matrix(Xq)
+    _assert_same(*_both(X, Xq, k, engine))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("d", [3, 50])
+def test_fast_graph_equals_brute_force_on_continuous_rows(d, engine):
+    rng = np.random.default_rng(d)
+    X = rng.standard_normal((300, d))
+    X = np.r_[X, X[:40], X[:5] + 1e-9 * rng.standard_normal((5, d))]  # copies, near-copies
+    Xq = np.r_[rng.standard_normal((20, d)), X[:10], X[20:30] + 1e-8]
+    _assert_same(*_both(X, Xq, 7, engine))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_gram_search_is_exact_far_from_the_origin(engine):
+    # rows at 1000 + O(1): float32 products of uncentred rows could not order these
+    # distances; the search centres them, and its error bound keeps the result exact
+    rng = np.random.default_rng(4)
+    X = 1000.0 + rng.integers(0, 4, (200, 30)).astype(float)
+    Xq = 1000.0 + rng.integers(0, 4, (20, 30)) + rng.uniform(0, 1, (20, 30))
+    _assert_same(*_both(X, Xq, 6, engine))
+
+
+def test_fewer_locations_than_neighbours():
+    X = np.repeat(np.eye(3), 4, axis=0)  # 3 locations, k = 5: every other location
+    fast, brute = _both(X, np.eye(3) * 0.9, 5, "numpy")
+    _assert_same(fast, brute)
+    assert np.isinf(fast[1]).all() and fast[0].nnz == 12 * 8
+
+
+def test_estimator_uses_the_fast_graph_with_the_brute_force_values():
+    X, _ = _lattice(200, 2, seed=11)
+    y = np.sin(X @ [1.0, 0.5])
+    y_semi = np.where(np.arange(200) % 10 == 0, y, np.nan)
+    est = STKRRegressor(n_neighbors=4, tol=1e-13, max_iter=20000).fit(X, y_semi)
+    e = est.knn_scale_exp_
+    Xs = _graph.scale(X, e)
+    loc, first = _graph.locations(Xs)
+    Wb, r2b = _graph_brute.knn_graph(Xs, 4, loc, first)
+    np.testing.assert_allclose(est.knn_radius2_, r2b, rtol=1e-12)
+    np.testing.assert_allclose(est.knn_degree_, np.maximum(Wb.sum(1).A1, 1.0))
+    Xq = X[:30] + 0.25
+    fit = dict(degree=est.knn_degree_, loc=loc, first=first, radius2=est.knn_radius2_)
+    ref = _graph_brute.knn_cross_matmul(_graph.scale(Xq, e), Xs, fit, 4, est.dual_coef_)
+    np.testing.assert_allclose(est.predict(Xq), ref[:, 0], rtol=0, atol=1e-12)
+
+
+def test_knn_fit_and_predict_memory_is_linear_in_n():
+    # no n x n block anywhere: 6,000 rows in 3-D fit and predict within a few MiB
+    # (one dense 6000 x 6000 float64 block alone is 275 MiB)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((6000, 3))
+    y = np.where(np.arange(6000) % 50 == 0, (X[:, 0] > 0).astype(int), -1)
+    tracemalloc.start()
+    clf = STKRClassifier().fit(X, y)
+    clf.predict(X + 0.01)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 40 * 2**20, peak / 2**20
+
+
+def test_calibration_refits_are_batched_without_changing_the_fit():
+    # the fold refits share the fit's products; each problem stops on its own rule, so
+    # the fit is the same as without calibration and the folds as refitted alone
+    rng = np.random.default_rng(2)
+    X = np.r_[rng.normal(-2, 0.7, (60, 2)), rng.normal(2, 0.7, (60, 2))]
+    y = np.full(120, -1)
+    lab = np.r_[0:8, 60:68]
+    y[lab] = (lab >= 60).astype(int)
+    kw = dict(n_neighbors=6, tol=1e-10, max_iter=5000)
+    cal = STKRClassifier(**kw).fit(X, y)
+    plain = STKRClassifier(calibration=None, **kw).fit(X, y)
+    assert cal.n_iter_ == plain.n_iter_
+    np.testing.assert_allclose(cal.residuals_, plain.residuals_, rtol=1e-12)
+    np.testing.assert_allclose(cal.dual_coef_, plain.dual_coef_, rtol=0, atol=1e-13)
+    # one fold alone: its held-out decision values from a refit without those labels
+    from kernelkit.stkr._estimators import _calibration_folds
+
+    rows, held = _calibration_folds((y[lab] == 1).astype(int), None)[0]
+    y_fold = y.copy()
+    y_fold[lab[held]] = -1
+    refit = STKRClassifier(calibration=None, **kw).fit(X, y_fold)
+    Y = np.eye(2)[(y[lab] == 1).astype(int)]
+    _, oos = cal._fit_targets(X, Y, lab, None, None, [(rows, held)])
+    np.testing.assert_allclose(oos[held], refit._decision(X[lab[held]]), rtol=0, atol=1e-8)
