@@ -14,6 +14,7 @@ from test_ridge_solvers import GAMMA, _data, _rel  # tests/ is on sys.path (root
 import kernelkit.ridge._falkon as fk
 from kernelkit.kernels import RBF, resolve_kernel
 from kernelkit.ridge import FalkonClassifier, FalkonRegressor
+from kernelkit.utils._verbose import Progress
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -246,3 +247,26 @@ def test_bad_sample_weight_is_rejected_with_state_kept():
         with pytest.raises(ValueError, match="sample_weight|Sample weights|weight"):
             m.fit(X, y, sample_weight=bad)
         np.testing.assert_array_equal(m.dual_coef_, before)
+
+
+@pytest.mark.parametrize("tol", [1e-10, 1e-5])
+def test_warm_start_at_the_solution_takes_no_step(tol):
+    """``_solve(start=...)`` (the held-out calibration solve) starts from the true
+    residual at ``coef0`` in the targets' units: at the system's own solution there is
+    nothing left to do, float64 and mixed-precision alike, whatever the columns' scales."""
+    X, y = _data(300, seed=6, k=2)
+    y = y * np.array([1.0, 1e3])  # per-column target scales
+    est = FalkonRegressor(alpha=1e-2, n_centers=40, gamma=GAMMA, tol=tol,
+                          random_state=0).fit(X, y)
+    n, m = X.shape[0], 40
+    C, idx = est.centers_, est.center_indices_
+    lam = np.array([1e-2 / n])
+    quiet = Progress(est, 0)
+    coef, _, normal, pre = est._solve_with(est._operator(), X, C, idx, np.full(m, n / m),
+                                           lam, y, n, m, fk.product_dtype(tol), tol, 500,
+                                           4096, quiet, keep=True)
+    assert pre is not None
+    again, it = est._solve(normal, pre, idx, lam, y, n, m, tol, 500, quiet, start=coef)
+    normal.close()
+    assert it == 0
+    np.testing.assert_allclose(again, coef, rtol=1e-14, atol=0)

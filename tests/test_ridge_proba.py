@@ -223,3 +223,93 @@ def test_bad_input_clear_errors_and_state_kept(name):
     with pytest.raises(AttributeError):
         off.predict_proba(X)
     np.testing.assert_array_equal(off.predict(X), clf.predict(X))
+
+
+# ------------------------------------------------- FALKON: exact LOO or a held-out split
+def _falkon_oos(clf, X, y, w):
+    """The out-of-sample ``(rows, values)`` that ``fit`` calibrated on, recomputed (the
+    same random_state draws the same centers and split)."""
+    clf._y_idx = np.searchsorted(clf.classes_, y)
+    try:
+        return clf._fit_targets(X, _pm1(y, clf.classes_), w, oos=True)
+    finally:
+        del clf._y_idx
+
+
+@pytest.mark.parametrize("k, alpha, n_centers, tol, exact, ref_tol", [
+    (3, 0.05, 30, 1e-10, True, 1e-10),  # float64 K_nM, the held-out solve to 1e-10
+    (2, 0.05, 30, 1e-10, False, 1e-10),  # ... to its default floor _HOLDOUT_TOL
+    (3, [0.02, 0.1, 0.5], 30, 1e-10, True, 1e-10),  # a penalty per class: A per group
+    (3, 0.05, 30, 1e-5, False, 1e-10),  # float32 K_nM, mixed-precision rounds
+    (3, 0.5, 120, 1e-8, True, 1e-8),  # every row a center: centers are held out too
+])
+def test_falkon_holdout_values_are_those_of_a_fit_without_them(monkeypatch, k, alpha,
+                                                               n_centers, tol, exact,
+                                                               ref_tol):
+    import kernelkit.ridge._falkon as fk
+
+    monkeypatch.setattr(fk, "_LOO_SHARE", -1.0)  # the held-out split, whatever the cost
+    if exact:
+        monkeypatch.setattr(fk, "_HOLDOUT_TOL", 0.0)
+    X, y, w = _data(n=120, k=k, seed=1)
+    w[:6] = 0.0  # zero-weight rows are never held out (they calibrate nothing)
+    clf = FalkonClassifier(alpha=alpha, n_centers=n_centers, gamma=GAMMA, tol=tol,
+                           random_state=0).fit(X, y, sample_weight=w)
+    rows, dec = _falkon_oos(clf, X, y, w)
+    centers = clf.center_indices_
+    live = (w > 0) & ~np.isin(np.arange(len(y)), centers if n_centers < len(y) else [])
+    for c in np.unique(y):  # a stratified tenth of each class's live non-center rows
+        assert np.sum(y[rows] == c) == np.ceil(0.1 * np.sum(live & (y == c)))
+    assert np.all(live[rows])
+    w0 = w.copy()
+    w0[rows] = 0.0
+    Y = _pm1(y, clf.classes_)
+    ref = FalkonRegressor(alpha=alpha, centers=clf.centers_, gamma=GAMMA, tol=ref_tol).fit(
+        X, Y, w0).predict(X[rows])
+    err = np.abs(dec - ref).max() / np.abs(ref).max()
+    assert err < (1e-6 if exact else 5 * fk._HOLDOUT_TOL), err
+    # ... and far from the full fit's own values: the rows are out of this model
+    inside = clf.decision_function(X[rows]).reshape(dec.shape)
+    assert np.abs(dec - inside).max() / np.abs(ref).max() > max(5 * err, 1e-2)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_falkon_holdout_temperature_equals_direct_minimisation(monkeypatch, k):
+    import kernelkit.ridge._falkon as fk
+
+    monkeypatch.setattr(fk, "_LOO_SHARE", -1.0)
+    X, y, w = _data(n=150, k=k, seed=2)
+    clf = FalkonClassifier(alpha=0.05, n_centers=30, gamma=GAMMA, random_state=3).fit(
+        X, y, sample_weight=w)
+    rows, dec = _falkon_oos(clf, X, y, w)
+    assert 0 < len(rows) < 0.15 * len(y)
+    beta = _direct_temperature(dec[:, 0] if k == 2 else dec,
+                               np.searchsorted(clf.classes_, y[rows]), w[rows])
+    np.testing.assert_allclose(clf.calibration_temperature_, beta, rtol=1e-6)
+
+
+def test_falkon_auto_calibration_switches_on_cost(monkeypatch):
+    import kernelkit.ridge._falkon as fk
+
+    cheap = fk._exact_loo_is_cheap
+    assert cheap(200, 100, 2, 10, True)  # tiny: exact leave-one-out
+    # the measured cases that made LOO 2-3x the fit, and the documented 60,000 x 16,000
+    assert not cheap(20000, 1401, 20, 41, True)
+    assert not cheap(30000, 1786, 784, 40, True)
+    assert not cheap(60000, 16000, 784, 17, True)
+    assert not cheap(10**6, 100, 20, 20, True)  # few centers, many rows: LOO ~ the CG
+    X, y, w = _data(n=60, k=3, seed=3)
+    make = lambda: FalkonClassifier(alpha=0.1, n_centers=20, gamma=GAMMA,  # noqa: E731
+                                    random_state=0, tol=1e-10)
+    a = make().fit(X, y, sample_weight=w)
+    rows, _ = _falkon_oos(a, X, y, w)
+    np.testing.assert_array_equal(rows, np.arange(len(y)))  # every row: leave-one-out
+    monkeypatch.setattr(fk, "_LOO_SHARE", -1.0)
+    b = make().fit(X, y, sample_weight=w)
+    rows, _ = _falkon_oos(b, X, y, w)
+    assert 0 < len(rows) <= 9  # a tenth of each class
+    np.testing.assert_array_equal(a.dual_coef_, b.dual_coef_)  # the model is the full fit
+    assert a.calibration_temperature_ != b.calibration_temperature_
+    monkeypatch.setattr(fk, "_HOLDOUT_ROWS", 3)  # capped: ceil(3 / 60 n_k) of each class
+    rows, _ = _falkon_oos(b, X, y, w)
+    assert len(rows) == len(np.unique(y))

@@ -14,9 +14,13 @@ CG runs on float32 products (float32 factors too from 8192 centers), and float64
 residuals refine its result until the float64 stopping rule holds (mixed-precision
 iterative refinement); a float32 ``K_nM`` whose rounding could move the fitted values
 by more than 1e-4 is replaced by a float64 one and the system solved again. The
-operators are in :mod:`kernelkit.ridge._falkon_ops`.
+operators are in :mod:`kernelkit.ridge._falkon_ops`. The classifier's ``predict_proba``
+is calibrated on exact Nyström leave-one-out values where they are cheap
+(:mod:`kernelkit.ridge._falkon_loo`), else on a held-out split refitted by a second,
+warm-started solve (:meth:`_FalkonBase._holdout`).
 """
 
+import copy
 import functools
 import time
 import warnings
@@ -44,6 +48,7 @@ from ._falkon_ops import (
     _refined_solve,
 )
 from ._kernel_ridge import _check_alpha, _ClassifierMixin
+from ._ridge_proba import HOLDOUT_FRACTION, calibration_split
 from ._pcg import (
     DEFAULT_MAX_ITER,
     _not_converged,
@@ -62,6 +67,45 @@ _MIXED_MAX_ERROR = 1e-4
 # residual); longer than float32's: an ill-conditioned float64 CG also plateaus and recovers
 _PATIENCE64 = 100
 _LOO_ROWS = 20000  # rows whose leave-one-out values calibrate the classifier
+# calibration="auto": exact Nystrom leave-one-out values while their estimated cost is at
+# most this share of the fit's (both in flops, see _exact_loo_is_cheap), else a held-out
+# split refitted by a warm-started second CG solve
+_LOO_SHARE = 0.2
+_HOLDOUT_ROWS = 5000  # at most this many rows (plus one per class) held out
+_HOLDOUT_TOL = 1e-2  # the held-out solve's tolerance floor: beta within 2e-3 of a full solve's
+_CG_STEP_FLOPS = 16.0  # a CG step's pass over K_nM, in GEMM flops per entry (measured ~60)
+_FIT_FIXED_FLOPS = 3e8  # the fit's fixed costs (Python, thread pools), in GEMM flops
+
+
+def _exact_loo_is_cheap(n, m, d, n_iter, held):
+    """Whether calibration="auto" takes the exact Nyström leave-one-out values: their
+    estimated flops (:mod:`kernelkit.ridge._falkon_loo`: ``3 n M^2`` for ``B`` and
+    ``B^T W B``, ``2 M^2`` per evaluated row, ``M^3 / 3``, the kernel blocks again
+    when ``K_nM`` is not held) at most ``_LOO_SHARE`` times the fit's (``K_nM``:
+    ``2 n M (d + 8)``; the factorizations: ``M^3``; each CG step: one memory-bound pass
+    over ``K_nM``, counted as ``_CG_STEP_FLOPS n M`` flops; fixed costs:
+    ``_FIT_FIXED_FLOPS``). Deterministic: the same data and seed take the same path."""
+    r = min(n, _LOO_ROWS)
+    loo = (3.0 * n + 2.0 * r) * m * m + m ** 3 / 3.0
+    if not held:
+        loo += 2.0 * (n + r) * m * (d + 8)
+    fit = (2.0 * n * m * (d + 8) + float(m) ** 3 + _CG_STEP_FLOPS * max(n_iter, 1) * n * m
+           + _FIT_FIXED_FLOPS)
+    return loo <= _LOO_SHARE * fit
+
+
+def _dropped_residual(normal, rows, w_rows, Y, beta):
+    """``K_Sn^T W_S (y_S - K_SM beta)`` over the rows ``S``, in 32 MiB blocks of ``K_nM``
+    (held: as the system holds it; else recomputed)."""
+    m = normal.C.shape[0]
+    step = max(1, 2**25 // (8 * m))
+    out = np.zeros((m, Y.shape[1]))
+    for s in range(0, len(rows), step):
+        r = rows[s:s + step]
+        K = (normal.KnM[r].astype(np.float64) if normal.KnM is not None
+             else np.asarray(normal.op.block_host(normal.X[r], normal.C), np.float64))
+        out += K.T @ (w_rows[s:s + step, None] * (Y[r] - K @ beta))
+    return out
 
 
 def _auto_centers(n):
@@ -164,8 +208,14 @@ class _FalkonBase(BaseEstimator):
         idx = pool[np.asarray(kt.coreset_indices_)]
         return X[idx], idx, np.full(len(idx), n / len(idx))
 
-    def _solve(self, normal, pre, idx, lam, Y, n, m, tol, max_iter, progress):
-        """CG on ``B^T H B g = B^T K_Mn y / n`` per group of targets sharing ``lambda``."""
+    def _solve(self, normal, pre, idx, lam, Y, n, m, tol, max_iter, progress, start=None,
+               dropped=None):
+        """CG on ``B^T H B g = B^T K_Mn y / n`` per group of targets sharing ``lambda``;
+        with ``start`` (coefficients of a nearby system), warm-started from it. With
+        ``dropped = (rows, w_rows)``, ``start`` solves this system but with those rows
+        weighted ``w_rows`` (the full fit, for a held-out split): its residual here is
+        then ``-K_Sn^T W_S (y_S - K_SM start) / n`` from those rows alone, up to the
+        full solve's own residual (``tol`` of it), not a pass over all rows."""
         Y2 = Y.reshape(n, -1)
         scale = target_scale(Y2)  # scale-free: y and c y give c times the coefficients
         rhs_full = normal.kmn(normal._weigh(Y2 / scale, 0, n)) / n  # K_Mn W y / n
@@ -174,7 +224,8 @@ class _FalkonBase(BaseEstimator):
         groups = [np.arange(Y2.shape[1])] if len(lam) == 1 else [[j] for j in range(len(lam))]
         for gi, cols in enumerate(groups):
             lj = lam[gi]
-            if gi:  # the first group's A was formed with T
+            # the first group's A was formed with T (a second solve: A holds the last group's)
+            if gi or (start is not None and len(groups) > 1):
                 with blas_threads_for(m):
                     pre.set_lambda(lj)
             # B^T H B with B = T^-1 A^-1, H = K_Mn K_nM / n + lam K_MM (exact in float64,
@@ -187,7 +238,28 @@ class _FalkonBase(BaseEstimator):
                 kmm = pre.kmm(beta) if pre.F.dtype == np.float64 else normal.kmm(beta, idx)
                 return normal.exact(beta) / n + lj * kmm
 
-            if normal.mixed:  # float32 rounds refined by float64 residuals
+            apply64 = (functools.partial(pre.apply, product=normal.exact, lam=lj, n=n)
+                       if normal.mixed else apply)
+            if dropped is not None:  # the correction d: H d = r0, to tol of ||B^T rhs||
+                beta0 = start[:, cols] / scale[cols]
+                r0 = -_dropped_residual(normal, *dropped, Y2[:, cols] / scale[cols],
+                                        beta0) / n
+                ratio = (np.linalg.norm(pre.Bt(rhs), axis=0)
+                         / np.maximum(np.linalg.norm(pre.Bt(r0), axis=0), 1e-300))
+                tol_d = min(0.5, tol * float(ratio.min()))
+                if normal.mixed:
+                    d, it, rel = _refined_solve(pre, apply, apply64, H64, r0, tol_d, max_iter,
+                                                progress)
+                else:
+                    gd, it, rel = conjugate_gradient(apply, pre.Bt(r0), tol_d, max_iter,
+                                                     progress=progress, patience=_PATIENCE64)
+                    d = pre.B(gd)
+                beta, rel = beta0 + d, rel / ratio
+            elif start is not None:  # from the true residual at start: rounds of correction
+                beta, it, rel = _refined_solve(pre, apply, apply64, H64, rhs, tol, max_iter,
+                                               progress, exact=not normal.mixed,
+                                               beta0=start[:, cols] / scale[cols])
+            elif normal.mixed:  # float32 rounds refined by float64 residuals
                 apply64 = functools.partial(pre.apply, product=normal.exact, lam=lj, n=n)
                 beta, it, rel = _refined_solve(pre, apply, apply64, H64, rhs, tol, max_iter,
                                                progress)
@@ -214,8 +286,11 @@ class _FalkonBase(BaseEstimator):
         return coef, n_iter
 
     def _solve_with(self, op, X, C, idx, w, lam, Y, n, m, dtype, tol, max_iter, cache,
-                    progress, sample_weight=None):
-        """Build ``K_nM`` (``dtype``) and the preconditioner, and solve: one attempt."""
+                    progress, sample_weight=None, keep=False):
+        """Build ``K_nM`` (``dtype``) and the preconditioner, and solve: one attempt.
+        Returns ``(coef, n_iter, normal, pre)``; with ``keep``, ``normal`` stays open and
+        ``pre`` is the preconditioner (for a second solve; the caller closes ``normal``),
+        else ``normal`` is closed and ``pre`` None."""
         t0 = time.perf_counter()
         # K_nM first: its float64 working copies of X are freed before K_MM is formed
         normal = _NystromNormalOperator(op, X, C, dtype, cache, client=self.client,
@@ -237,11 +312,14 @@ class _FalkonBase(BaseEstimator):
             with single_blas_thread():
                 coef, n_iter = self._solve(normal, pre, idx, lam, Y, n, m, tol, max_iter,
                                            progress)
-        finally:
+        except BaseException:
             normal.close()
-        del pre
+            raise
+        if not keep:
+            normal.close()
+            pre = None
         progress("CG", level=1, seconds=round(time.perf_counter() - t0, 2))
-        return coef, n_iter, normal
+        return coef, n_iter, normal, pre
 
     def _fit_targets(self, X, Y, sample_weight=None, oos=False):
         """Fit ``dual_coef_``; with ``oos``, return the Nyström leave-one-out decision
@@ -270,9 +348,10 @@ class _FalkonBase(BaseEstimator):
         for dtype in dtypes:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                coef, n_iter, normal = self._solve_with(op, X, C, idx, w, lam, Y, n, m, dtype,
-                                                        tol, max_iter, cache, progress,
-                                                        sample_weight)
+                coef, n_iter, normal, pre = self._solve_with(op, X, C, idx, w, lam, Y, n, m,
+                                                             dtype, tol, max_iter, cache,
+                                                             progress, sample_weight,
+                                                             keep=oos)
             if not normal.mixed:
                 break
             # the float32 K_nM is a perturbed problem: where K_MM is near-singular (close
@@ -286,20 +365,32 @@ class _FalkonBase(BaseEstimator):
             if not (failed or np.any(err > _MIXED_MAX_ERROR)):
                 break
             progress("refitting with a float64 K_nM", level=1)
-            normal = coef = None  # free the float32 K_nM before the float64 one is built
+            normal.close()
+            normal = coef = pre = None  # free the float32 K_nM before the float64 one is built
         for w_ in caught:  # the kept attempt's warnings only
             warnings.warn_explicit(w_.message, w_.category, w_.filename, w_.lineno)
-        self.kernel_nbytes_ = 0 if normal.KnM is None else int(normal.KnM.nbytes)
-        if not np.all(np.isfinite(coef)):
-            raise ValueError("FALKON produced non-finite coefficients; check alpha and the kernel "
-                             "parameters.")
-        progress("CG done", n_iter, max_iter, n_centers=m)
-        out = None
-        if oos:
-            t0 = time.perf_counter()
-            out = self._loo(normal, op, X, C, coef, Y, sample_weight, alpha, rng)
-            progress("leave-one-out values", len(out[0]), n, level=1,
-                     seconds=round(time.perf_counter() - t0, 2))
+        try:
+            self.kernel_nbytes_ = 0 if normal.KnM is None else int(normal.KnM.nbytes)
+            if not np.all(np.isfinite(coef)):
+                raise ValueError("FALKON produced non-finite coefficients; check alpha and the "
+                                 "kernel parameters.")
+            progress("CG done", n_iter, max_iter, n_centers=m)
+            out = None
+            if oos:
+                t0 = time.perf_counter()
+                if _exact_loo_is_cheap(n, m, X.shape[1], n_iter, normal.KnM is not None):
+                    pre = None  # its M x M array is not needed: free it before LOO's own
+                    out, what = self._loo(normal, op, X, C, coef, Y, sample_weight, alpha,
+                                          rng), "leave-one-out values"
+                else:
+                    out = self._holdout(normal, pre, op, X, C, idx, lam, coef, Y,
+                                        sample_weight, rng, tol, max_iter, progress)
+                    what = "held-out values"
+                progress(what, 0 if out is None else len(out[0]), n, level=1,
+                         seconds=round(time.perf_counter() - t0, 2))
+        finally:
+            normal.close()
+            pre = None
         self.dual_coef_ = coef[:, 0] if Y.ndim == 1 else coef
         self.centers_ = C
         self.center_indices_ = idx
@@ -311,12 +402,13 @@ class _FalkonBase(BaseEstimator):
         """Nyström leave-one-out values (:mod:`kernelkit.ridge._falkon_loo`) at all rows,
         or at ``_LOO_ROWS`` of them drawn with ``rng`` (plenty for one temperature)."""
         n = X.shape[0]
-        held64 = normal.KnM is not None and normal.KnM.dtype == np.float64
 
         def block(a, b=None):
+            # K_nM as the system held it (a float32 one upcast: the fitted system's own
+            # matrix, and no kernel evaluations); recomputed only when not held
             rows = slice(a, b) if b is not None else a
-            if held64:
-                return normal.KnM[rows]
+            if normal.KnM is not None:
+                return normal.KnM[rows].astype(np.float64, copy=False)
             return op.block_host(X[rows], C)
 
         rows = np.arange(n) if n <= _LOO_ROWS else np.sort(rng.choice(n, _LOO_ROWS, False))
@@ -329,6 +421,49 @@ class _FalkonBase(BaseEstimator):
             f[:, cols] = nystrom_loo_decision(block, n, K_mm, B[:, cols], Y2[:, cols], w,
                                               float(a), rows, normal.rows_per_block())
         return rows, f
+
+    def _holdout(self, normal, pre, op, X, C, idx, lam, coef, Y, sw, rng, tol, max_iter,
+                 progress):
+        """Decision values of a held-out split from the model fitted without it.
+
+        A stratified ``min(10%, _HOLDOUT_ROWS / n)`` of each class's positive-weight rows
+        that are not centers (:func:`~kernelkit.ridge._ridge_proba.calibration_split`,
+        drawn with ``rng``; centers too only when too few other rows exist) get weight
+        0 in a second solve of the same weighted normal equations on the same centers
+        and ``K_nM``: exactly the Nyström estimator those rows are out of. The centers'
+        weights are unchanged, so the fit's preconditioner is FALKON's for this system
+        too; the solve is warm-started from the full solution ``coef`` (its residual,
+        from the held rows alone, is that of removing them: ~3e-2 relative on
+        Fashion-MNIST) and stops at ``max(tol, _HOLDOUT_TOL)``: 4-9 CG steps where the
+        fit took 25-41. Returns
+        ``(rows, values)``, or None when no row can be held out."""
+        n, m = X.shape[0], C.shape[0]
+        frac = min(HOLDOUT_FRACTION, _HOLDOUT_ROWS / n)
+        live = np.ones(n) if sw is None else sw
+        if idx is not None:  # centers stay in: a center without its own row (little else
+            live = live.copy()  # supports it in many dimensions) leaves a direction held
+            live[idx] = 0.0  # by alpha alone, and CG slow (26 steps, not 9, at n=1000)
+        held = calibration_split(self._y_idx, live, rng, frac)
+        if not held.any():  # (nearly) every row a center: hold out centers too
+            held = calibration_split(self._y_idx, sw, rng, frac)
+        if not held.any():
+            return None
+        second = copy.copy(normal)  # shares the held K_nM (or the Dask blocks)
+        second.w = np.where(held, 0.0, 1.0 if sw is None else sw)[:, None]
+        Y2 = Y.reshape(n, -1)
+        with single_blas_thread():
+            rows = np.flatnonzero(held)
+            coef2, _ = self._solve(second, pre, idx, lam, Y2, n, m, max(tol, _HOLDOUT_TOL),
+                                   max_iter, progress, start=coef.reshape(m, -1),
+                                   dropped=(rows, np.ones(len(rows)) if sw is None
+                                            else sw[rows]))
+        if normal.KnM is None:
+            dec = op.engine.to_host(op.matmul(X[rows], C, coef2))
+        else:  # K_nM as the system held it, upcast in 32 MiB blocks (beside the fit's peak)
+            step = max(1, 2**25 // (8 * m))
+            dec = np.concatenate([normal.KnM[rows[s:s + step]].astype(np.float64) @ coef2
+                                  for s in range(0, len(rows), step)])
+        return rows, np.asarray(dec, np.float64).reshape(len(rows), -1)
 
     def _decision(self, X):
         check_is_fitted(self)
@@ -535,11 +670,22 @@ class FalkonClassifier(_ClassifierMixin, _FalkonBase):
         (``"balanced"``: ``n_samples / (n_classes * bincount(y))``), multiplied with
         ``sample_weight``. A class that is not in ``y`` is a ValueError.
     {calibration}
-        Out-of-sample values (``loss="squared"``): the Nyström estimator's exact
-        leave-one-out decision values (hat diagonal from a Cholesky factor of
-        ``B^T W B + alpha I``, ``B = K_nM T^-1``: ``2 n M^2`` flops and one
-        ``M^3/3`` factorization on top of the fit, at most 20,000 rows evaluated).
-        ``loss="logistic"`` fits no temperature.
+        Out-of-sample values (``loss="squared"``), whichever is cheap: the Nyström
+        estimator's exact leave-one-out decision values (hat diagonal from a
+        Cholesky factor of ``B^T W B + alpha I``, ``B = K_nM T^-1``: about
+        ``3 n M^2`` flops and one ``M^3/3`` factorization, at most 20,000 rows
+        evaluated) while that is estimated at most a fifth of the fit's own flops
+        (``K_nM``, the factorizations, one pass over ``K_nM`` per CG step; in
+        practice small problems, ``n`` below ~1,000 with the default centers), else
+        a held-out split: a stratified tenth of each class's positive-weight rows
+        that are not centers (at most 5,000 rows, drawn with ``random_state``) gets
+        weight 0 in a second solve of the same weighted normal equations on the same
+        centers and ``K_nM``, warm-started from the full solution and preconditioned
+        by the fit's own preconditioner (exactly FALKON's for that system), to a
+        relative residual of ``max(tol, 1e-2)``: the model those rows are out of,
+        for a few CG steps (measured 0.1-0.3x the fit; the temperature within 2e-3
+        of a fully converged split's). The fitted model is the full-data one either
+        way. ``loss="logistic"`` fits no temperature.
 
     Attributes
     ----------

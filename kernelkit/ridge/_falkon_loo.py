@@ -13,10 +13,13 @@ a system whose condition is that of the regularised problem (``>= alpha I``), no
 ``K_MM``: ``B``'s rows are formed by triangular solves, row block by row block, never
 ``K_Mn W K_nM`` first (whose transform by ``T^-1`` would square ``K_MM``'s condition).
 
-Cost: one pass over the ``n`` rows (``B`` block, ``B^T W B``: ``2 n M^2`` flops, the
-float64 kernel block recomputed when ``K_nM`` is held in float32), one ``M^3/3``
-Cholesky, and a second pass over the rows whose values are wanted (``2 M^2`` flops
-each). Memory: ``M^2`` plus one row block.
+Cost: one pass over the ``n`` rows (``B`` block by a triangular solve, ``n M^2``
+flops; ``B^T W B``, ``2 n M^2``; the blocks come from the held ``K_nM``, a float32
+one upcast, and are recomputed only when it is not held), one ``M^3/3`` Cholesky, and
+a second pass over the rows whose values are wanted (``2 M^2`` flops each). Memory:
+``M^2`` plus one row block. FALKON takes these values only while this is a small share
+of its fit (:func:`kernelkit.ridge._falkon._exact_loo_is_cheap`), else a held-out
+split.
 """
 
 import numpy as np
@@ -65,8 +68,9 @@ def nystrom_loo_decision(block, n, K_mm, coef, Y, w, alpha, rows, rows_per_block
     -------
     f_loo : ndarray of shape (len(rows), k)
     """
-    T = _center_factor(K_mm)
-    m = T.shape[0]
+    m = K_mm.shape[0]
+    with blas_threads_for(m):  # outside a region, a small potrf stalled 50 ms on busy cores
+        T = _center_factor(K_mm)
     G = np.zeros((m, m))
     with blas_threads_for(n):
         for r0 in range(0, n, rows_per_block):
