@@ -21,6 +21,8 @@ def test_wide_region_waits_for_a_concurrent_single_region(monkeypatch):
     """Thread B's multi-thread region must not change the count under thread A's
     single-thread region (nor A's under B's): B waits, then runs with its own count."""
     monkeypatch.setattr(_threads, "_WIDE_WAIT", 60.0)  # B's bounded wait outlasts A here
+    with _threads._cond:  # no region left held by an earlier test's threads
+        assert _threads._cond.wait_for(lambda: _threads._state["holders"] == 0, timeout=30)
     original = _blas_threads()
     inside, release, seen = threading.Event(), threading.Event(), {}
 

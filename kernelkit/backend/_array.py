@@ -232,6 +232,19 @@ class ArrayBackend:
             raise ValueError(f"{name} has values too large in magnitude for float64 kernel "
                              "arithmetic (squared norms overflow); rescale it.")
 
+    def _check_centered_norms(self, Xc, Yc, X, Y):
+        """:meth:`_check_norms` for a distance kernel: on the centered rows it computes
+        with, naming the input whose magnitude makes them overflow."""
+        xp = self.xp
+        try:
+            for A in (Xc, Yc):
+                self._check_norms(A, "X")
+        except ValueError:
+            big = [float(xp.max(xp.abs(A))) if A.size else 0.0 for A in (X, Y) if A is not None]
+            name = "X" if big[0] >= big[-1] else "Y"
+            self._check_norms(xp.asarray(X if name == "X" else Y, dtype=xp.float64), name)
+            raise
+
     def _budget_bytes(self):
         """Bytes one block (with its element-wise work) may take: ``working_memory``."""
         return get_config()["working_memory"] * 2**20
@@ -275,15 +288,7 @@ class ArrayBackend:
                 shift = (xp.sum(Xf, axis=0) + xp.sum(Yf, axis=0)) / (Xf.shape[0] + Yf.shape[0])
             Xf = Xf - shift
             Yf = Xf if Y is None else Yf - shift
-            try:  # what is computed: the centered rows
-                for A in (Xf, Yf):
-                    self._check_norms(A, "X")
-            except ValueError:  # name the input whose magnitude makes them overflow
-                big = [float(xp.max(xp.abs(A))) if A.size else 0.0 for A in (X, Y)
-                       if A is not None]
-                self._check_norms(xp.asarray(X if big[0] >= big[-1] else Y, dtype=xp.float64),
-                                  "X" if big[0] >= big[-1] else "Y")
-                raise
+            self._check_centered_norms(Xf, Yf, X, Y)
         ctx = {"X": Xf, "Y": Yf, "sx": None, "sy": None}
         if name == "laplacian" or name == "linear" or name == "polynomial":
             return ctx

@@ -377,6 +377,11 @@ class NumbaBackend(NumpyBackend):
         code = _DIRECT[name] if name != "matern" else STATIONARY_CODES[("matern", p[1])]
         X = np.ascontiguousarray(X, dtype=np.float64)
         Yt = np.ascontiguousarray((X if Y is None else Y).T, dtype=np.float64)
+        if max(float(np.abs(X).max(initial=0.0)), float(np.abs(Yt).max(initial=0.0))) > 1e150:
+            # refused as pairwise refuses them (the engines agree on what they compute)
+            Yf = X if Y is None else Yt.T
+            shift = np.concatenate([X, Yf]).mean(axis=0) if Y is not None else X.mean(axis=0)
+            self._check_centered_norms(X - shift, Yf - shift, X, Y)
         if out is None or out.shape != (X.shape[0], Yt.shape[1]):
             out = np.empty((X.shape[0], Yt.shape[1]))
         gamma = float(p[0])
