@@ -20,7 +20,6 @@ is calibrated on exact Nyström leave-one-out values where they are cheap
 warm-started solve (:meth:`_FalkonBase._holdout`).
 """
 
-import copy
 import functools
 import time
 import warnings
@@ -40,7 +39,7 @@ from ..utils._state import atomic
 from ..utils._threads import blas_threads_for, single_blas_thread
 from ..utils._verbose import Progress, check_verbose
 from ._falkon_logistic import fit_logistic
-from ._falkon_loo import nystrom_loo_decision
+from ._falkon_loo import _LOO_ROWS, exact_loo_is_cheap, holdout_values, loo_values
 from ._falkon_ops import (
     _FalkonPreconditioner,
     _fortran_gram,
@@ -48,7 +47,6 @@ from ._falkon_ops import (
     _refined_solve,
 )
 from ._kernel_ridge import _check_alpha, _ClassifierMixin
-from ._ridge_proba import HOLDOUT_FRACTION, calibration_split
 from ._pcg import (
     DEFAULT_MAX_ITER,
     _not_converged,
@@ -66,34 +64,6 @@ _MIXED_MAX_ERROR = 1e-4
 # float64 CG steps without a 10% gain that count as a stall (then refined from the true
 # residual); longer than float32's: an ill-conditioned float64 CG also plateaus and recovers
 _PATIENCE64 = 100
-_LOO_ROWS = 20000  # rows whose leave-one-out values calibrate the classifier
-# calibration="auto": exact Nystrom leave-one-out values while their estimated cost is at
-# most this share of the fit's (both in flops, see _exact_loo_is_cheap), else a held-out
-# split refitted by a warm-started second CG solve
-_LOO_SHARE = 0.2
-_HOLDOUT_ROWS = 5000  # at most this many rows (plus one per class) held out
-_HOLDOUT_TOL = 1e-2  # the held-out solve's tolerance floor: beta within 2e-3 of a full solve's
-_CG_STEP_FLOPS = 16.0  # a CG step's pass over K_nM, in GEMM flops per entry (measured ~60)
-_FIT_FIXED_FLOPS = 3e8  # the fit's fixed costs (Python, thread pools), in GEMM flops
-
-
-def _exact_loo_is_cheap(n, m, d, n_iter, held):
-    """Whether calibration="auto" takes the exact Nyström leave-one-out values: their
-    estimated flops (:mod:`kernelkit.ridge._falkon_loo`: ``3 n M^2`` for ``B`` and
-    ``B^T W B``, ``2 M^2`` per evaluated row, ``M^3 / 3``, the kernel blocks again
-    when ``K_nM`` is not held) at most ``_LOO_SHARE`` times the fit's (``K_nM``:
-    ``2 n M (d + 8)``; the factorizations: ``M^3``; each CG step: one memory-bound pass
-    over ``K_nM``, counted as ``_CG_STEP_FLOPS n M`` flops; fixed costs:
-    ``_FIT_FIXED_FLOPS``). Deterministic: the same data and seed take the same path."""
-    r = min(n, _LOO_ROWS)
-    loo = (3.0 * n + 2.0 * r) * m * m + m ** 3 / 3.0
-    if not held:
-        loo += 2.0 * (n + r) * m * (d + 8)
-    fit = (2.0 * n * m * (d + 8) + float(m) ** 3 + _CG_STEP_FLOPS * max(n_iter, 1) * n * m
-           + _FIT_FIXED_FLOPS)
-    return loo <= _LOO_SHARE * fit
-
-
 def _dropped_residual(normal, rows, w_rows, Y, beta):
     """``K_Sn^T W_S (y_S - K_SM beta)`` over the rows ``S``, in 32 MiB blocks of ``K_nM``
     (held: as the system holds it; else recomputed)."""
@@ -378,13 +348,13 @@ class _FalkonBase(BaseEstimator):
             out = None
             if oos:
                 t0 = time.perf_counter()
-                if _exact_loo_is_cheap(n, m, X.shape[1], n_iter, normal.KnM is not None):
+                if exact_loo_is_cheap(n, m, X.shape[1], n_iter, normal.KnM is not None):
                     pre = None  # its M x M array is not needed: free it before LOO's own
-                    out, what = self._loo(normal, op, X, C, coef, Y, sample_weight, alpha,
-                                          rng), "leave-one-out values"
+                    out, what = loo_values(normal, op, X, C, coef, Y, sample_weight, alpha,
+                                           rng), "leave-one-out values"
                 else:
-                    out = self._holdout(normal, pre, op, X, C, idx, lam, coef, Y,
-                                        sample_weight, rng, tol, max_iter, progress)
+                    out = holdout_values(self, normal, pre, op, X, C, idx, lam, coef, Y,
+                                         sample_weight, rng, tol, max_iter, progress)
                     what = "held-out values"
                 progress(what, 0 if out is None else len(out[0]), n, level=1,
                          seconds=round(time.perf_counter() - t0, 2))
@@ -397,73 +367,6 @@ class _FalkonBase(BaseEstimator):
         self.n_centers_ = m
         self.n_iter_ = n_iter
         return out if oos else self
-
-    def _loo(self, normal, op, X, C, coef, Y, w, alpha, rng):
-        """Nyström leave-one-out values (:mod:`kernelkit.ridge._falkon_loo`) at all rows,
-        or at ``_LOO_ROWS`` of them drawn with ``rng`` (plenty for one temperature)."""
-        n = X.shape[0]
-
-        def block(a, b=None):
-            # K_nM as the system held it (a float32 one upcast: the fitted system's own
-            # matrix, and no kernel evaluations); recomputed only when not held
-            rows = slice(a, b) if b is not None else a
-            if normal.KnM is not None:
-                return normal.KnM[rows].astype(np.float64, copy=False)
-            return op.block_host(X[rows], C)
-
-        rows = np.arange(n) if n <= _LOO_ROWS else np.sort(rng.choice(n, _LOO_ROWS, False))
-        Y2, B = Y.reshape(n, -1), coef.reshape(len(C), -1)
-        K_mm = np.array(_fortran_gram(op, C))
-        alphas = np.broadcast_to(np.asarray(alpha, np.float64), (Y2.shape[1],))
-        f = np.empty((len(rows), Y2.shape[1]))
-        for a in np.unique(alphas):  # one pass per distinct penalty
-            cols = np.flatnonzero(alphas == a)
-            f[:, cols] = nystrom_loo_decision(block, n, K_mm, B[:, cols], Y2[:, cols], w,
-                                              float(a), rows, normal.rows_per_block())
-        return rows, f
-
-    def _holdout(self, normal, pre, op, X, C, idx, lam, coef, Y, sw, rng, tol, max_iter,
-                 progress):
-        """Decision values of a held-out split from the model fitted without it.
-
-        A stratified ``min(10%, _HOLDOUT_ROWS / n)`` of each class's positive-weight rows
-        that are not centers (:func:`~kernelkit.ridge._ridge_proba.calibration_split`,
-        drawn with ``rng``; centers too only when too few other rows exist) get weight
-        0 in a second solve of the same weighted normal equations on the same centers
-        and ``K_nM``: exactly the Nyström estimator those rows are out of. The centers'
-        weights are unchanged, so the fit's preconditioner is FALKON's for this system
-        too; the solve is warm-started from the full solution ``coef`` (its residual,
-        from the held rows alone, is that of removing them: ~3e-2 relative on
-        Fashion-MNIST) and stops at ``max(tol, _HOLDOUT_TOL)``: 4-9 CG steps where the
-        fit took 25-41. Returns
-        ``(rows, values)``, or None when no row can be held out."""
-        n, m = X.shape[0], C.shape[0]
-        frac = min(HOLDOUT_FRACTION, _HOLDOUT_ROWS / n)
-        live = np.ones(n) if sw is None else sw
-        if idx is not None:  # centers stay in: a center without its own row (little else
-            live = live.copy()  # supports it in many dimensions) leaves a direction held
-            live[idx] = 0.0  # by alpha alone, and CG slow (26 steps, not 9, at n=1000)
-        held = calibration_split(self._y_idx, live, rng, frac)
-        if not held.any():  # (nearly) every row a center: hold out centers too
-            held = calibration_split(self._y_idx, sw, rng, frac)
-        if not held.any():
-            return None
-        second = copy.copy(normal)  # shares the held K_nM (or the Dask blocks)
-        second.w = np.where(held, 0.0, 1.0 if sw is None else sw)[:, None]
-        Y2 = Y.reshape(n, -1)
-        with single_blas_thread():
-            rows = np.flatnonzero(held)
-            coef2, _ = self._solve(second, pre, idx, lam, Y2, n, m, max(tol, _HOLDOUT_TOL),
-                                   max_iter, progress, start=coef.reshape(m, -1),
-                                   dropped=(rows, np.ones(len(rows)) if sw is None
-                                            else sw[rows]))
-        if normal.KnM is None:
-            dec = op.engine.to_host(op.matmul(X[rows], C, coef2))
-        else:  # K_nM as the system held it, upcast in 32 MiB blocks (beside the fit's peak)
-            step = max(1, 2**25 // (8 * m))
-            dec = np.concatenate([normal.KnM[rows[s:s + step]].astype(np.float64) @ coef2
-                                  for s in range(0, len(rows), step)])
-        return rows, np.asarray(dec, np.float64).reshape(len(rows), -1)
 
     def _decision(self, X):
         check_is_fitted(self)
