@@ -76,6 +76,24 @@ def test_fast_graph_equals_brute_force_on_continuous_rows(d, engine):
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+def test_gram_search_regrows_rows_whose_ties_overflow_the_buffer(engine, monkeypatch):
+    # binary rows: Hamming distances, dozens tied at the k-th; the buffer of 2 k + 10
+    # cannot hold them, those rows are searched again (in blocks of working_memory)
+    import kernelkit
+
+    rng = np.random.default_rng(5)
+    X = (rng.random((300, 24)) < 0.15).astype(float)
+    Xq = (rng.random((25, 24)) < 0.15).astype(float)
+    calls = []
+    regrow = _neighbours._Gemm._smallest_rows
+    monkeypatch.setattr(_neighbours._Gemm, "_smallest_rows",
+                        lambda self, rows, K: calls.append(rows.size) or regrow(self, rows, K))
+    with kernelkit.config_context(working_memory=1):
+        _assert_same(*_both(X, Xq, 10, engine))
+    assert calls and max(calls) > 20
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 def test_gram_search_is_exact_far_from_the_origin(engine):
     # rows at 1000 + O(1): float32 products of uncentred rows could not order these
     # distances; the search centres them, and its error bound keeps the result exact

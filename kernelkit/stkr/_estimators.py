@@ -59,7 +59,9 @@ default="inverse_laplacian"
         (``X`` is then the kernel matrix of all training points in ``fit``, and kernel
         values against them in ``predict``), or ``"knn"``: the sparse symmetric
         k-nearest-neighbour graph normalised as in label propagation, ``(I + D^-1/2 W
-        D^-1/2) / 2``, whose products cost ``O(n_samples * n_neighbors)``; exactly
+        D^-1/2) / 2``, whose products cost ``O(n_samples * n_neighbors)`` (the graph is
+        built by a k-d tree up to 16 features, else by float32 Gram tiles, and decided
+        on exact distances: the graph of all pairwise distances); exactly
         repeated rows count as one location (one value, one neighbour), and a new point
         stands in for its nearest training point (no jump next to training rows).
         Sparse ``X`` (CSR/CSC/COO) is taken by ``"knn"``, ``"precomputed"``, the
@@ -92,6 +94,8 @@ default="inverse_laplacian"
         ``working_memory``. Not used by ``"knn"`` and ``"precomputed"``.
     backend : {"auto", "numpy", "numba", "cupy"} or None, default=None
         Engine computing the base kernel; None follows :func:`kernelkit.set_config`.
+        For ``"knn"``: the engine of the neighbour search's selection pass (Numba when
+        it resolves to ``"numba"``, else NumPy; the graph is the same either way).
     random_state : int, RandomState instance or None, default=None
         Seeds the start vector of the Lanczos eigen-solver (top eigenvalue, kpca).
     verbose : int, default=0
@@ -331,7 +335,9 @@ class STKRClassifier(OneVsAllClassifierMixin, _STKRBase):
         (stratified; shuffled by ``random_state``, in row order when it is None),
         on the same base kernel: each labeled row's decision value
         comes from the fit that did not see its label (the STKR solve is linear in
-        the labels, so this costs five more solves and no kernel work).
+        the labels, so this costs five more solves and no kernel work; for the
+        inverse Laplacian they run in one batch with the fit, sharing its products
+        with the base kernel, each stopping on its own residual).
 
     Attributes
     ----------

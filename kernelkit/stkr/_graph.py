@@ -52,7 +52,7 @@ SLACK = 1.0 + 1e-9
 def max_exponent(X):
     """``e`` with ``max |X| < 2**e <= 2 max |X|`` (0 for an all-zero ``X``)."""
     a = X.data if sparse.issparse(X) else X
-    amax = float(np.abs(a).max()) if a.size else 0.0
+    amax = max(float(a.max()), -float(a.min())) if a.size else 0.0  # no |X| temporary
     return int(np.frexp(amax)[1]) if amax > 0 else 0
 
 
