@@ -303,6 +303,16 @@ def test_bad_parameters(params, match):
         STKRRegressor(**params).fit(X, y_semi)
 
 
+@pytest.mark.parametrize("kernel", ["knn", "rbf"])
+def test_bad_backend_is_rejected_before_the_data(kernel):
+    # the kNN graph now runs on an engine too: its backend is checked with the
+    # parameters, before X (here with NaN) is looked at
+    X, y, y_semi, _ = _data()
+    X[0, 0] = np.nan
+    with pytest.raises(ValueError, match="backend"):
+        STKRRegressor(kernel=kernel, backend="fortran").fit(X, y_semi)
+
+
 def test_bad_data():
     X, y, y_semi, _ = _data()
     with pytest.raises(ValueError, match="no labeled sample"):

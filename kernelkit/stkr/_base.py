@@ -36,6 +36,7 @@ class _STKRBase(BaseEstimator):
         check_scalar_param(self.max_iter, "max_iter", low=1, low_inclusive=True, integer=True)
         check_scalar_param(self.cache_size, "cache_size", low=0.0, low_inclusive=True)
         check_verbose(self.verbose)
+        resolve_backend(self.backend)  # an unknown or unusable engine before any data
         if _is_knn(self.kernel):
             check_scalar_param(self.n_neighbors, "n_neighbors", low=1, low_inclusive=True,
                                integer=True)
