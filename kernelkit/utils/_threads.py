@@ -1,15 +1,24 @@
 """BLAS thread control shared by the engines and the dense solvers."""
 
 import os
+import sys
 import threading
 from contextlib import contextmanager
-from functools import lru_cache
 
-@lru_cache(maxsize=1)
+
 def _controller():
-    from threadpoolctl import ThreadpoolController
+    """threadpoolctl's view of the loaded BLAS libraries, re-read when modules were imported
+    since the last look (a package imported later may bring its own BLAS, which a stale
+    view would leave at its own thread count); inspecting them costs milliseconds."""
+    key = len(sys.modules)
+    if _CONTROLLER.get("key") != key:
+        from threadpoolctl import ThreadpoolController
 
-    return ThreadpoolController()  # inspecting the loaded libraries costs ms: do it once
+        _CONTROLLER.update(key=key, controller=ThreadpoolController())
+    return _CONTROLLER["controller"]
+
+
+_CONTROLLER = {}
 
 
 # BLAS's thread count is one process-wide setting, so concurrent callers (two fits in
