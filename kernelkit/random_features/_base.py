@@ -85,7 +85,7 @@ class RandomFeatureMap(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
 
         Returns
         -------
-        Z : ndarray of shape (n_samples, n_features_out_)
+        Z : ndarray of shape (n_samples, `n_features_out_`)
             float32 for float32 input, else float64.
 
         Raises
