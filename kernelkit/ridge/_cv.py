@@ -25,10 +25,10 @@ from ._cv_grid import KernelGrid, _allowed_names, check_param_grid, ridge_params
 from ._cv_scoring import (GivenClassifier, GivenRegressor, check_alphas, check_cv_param,
                           squared_units, weight_params)
 from ._cv_search import (SEARCH_ATTRS, SEARCH_DOC, SEARCH_RAISES, check_gamma_search,
-                         check_solver, resolve_solver, search_log_gamma, select_centers)
+                         check_solver, fold_model, resolve_solver, search_log_gamma, select_centers)
 from ._falkon import FalkonClassifier, FalkonRegressor
 from ._kernel_ridge import _SPARSE, KernelRidge, KernelRidgeClassifier
-from ._loo import EigenRidge, bordered_intercept, loo_predictions, weighted
+from ._loo import EigenRidge, loo_predictions, weighted
 from ._loo_nystrom import NystromRidge
 
 # One decade apart from near-interpolation to strong smoothing; see the ``alphas`` docstring.
@@ -132,25 +132,6 @@ class _KernelRidgeCVBase(BaseEstimator):
                                             per_target, params) for a in alphas])
         return list(np.mean(np.asarray(fold_scores, dtype=np.float64), axis=0))
 
-    def _fold_model(self, K, X, Y, sw, kw):
-        """``fold_model`` for :meth:`_kfold_candidate`: blocks of ``K`` (exact), or the
-        Nyström estimator on the training rows with the search's centers."""
-        def exact(tr, te):
-            swt = None if sw is None else sw[tr]
-            ridge = EigenRidge(*weighted(K[np.ix_(tr, tr)], Y[tr], swt), u=self._u(swt, len(tr)))
-            cross = K[np.ix_(te, tr)]
-            P = ridge.projected(cross if swt is None else cross * swt[None, :])
-            return ridge, partial(ridge.predict_from, P)
-
-        def nystrom(tr, te):
-            swt = None if sw is None else sw[tr]
-            ridge = self._nystrom(X[tr], Y[tr], swt, kw)
-            K_te = KernelGrid(X, self.backend_).operator(kw).block_host(X[te],
-                                                                       self._centers[0])
-            return ridge, partial(ridge.predict, K_te)
-
-        return exact if K is not None else nystrom
-
     def _nystrom(self, X, Y, sw, kw):
         """:class:`NystromRidge` of ``(X, Y)`` (weights ``sw**2``) on the search's centers."""
         cross, K_mm = KernelGrid(X, self.backend_).cross(kw, self._centers[0])
@@ -191,7 +172,7 @@ class _KernelRidgeCVBase(BaseEstimator):
                 sc, vals = self._loo_candidate(ridge, K, Y, scale, y_true, sw, sample_weight,
                                                alphas, mode, scorer, per_target, store, warn)
             else:
-                sc, vals = self._kfold_candidate(self._fold_model(K, X, Y, sw, kw), scale,
+                sc, vals = self._kfold_candidate(fold_model(self, K, X, Y, sw, kw), scale,
                                                  y_true, sw, folds, alphas, scorer,
                                                  per_target, warn), None
             tried.append(cand)
@@ -220,18 +201,13 @@ class _KernelRidgeCVBase(BaseEstimator):
         else:
             ci, ai = np.unravel_index(int(np.argmax(ranked)), S.shape)
             alpha, best_score = float(alphas[ai]), float(S[ci, ai])
-        if not icpt:
-            b = np.zeros(Y.shape[1])
-        elif folds is None:  # the intercepts of the search, at the selection
-            b = np.asarray(self._intercepts[ci])[ai, np.arange(Y.shape[1])]
-        elif nystrom:  # K-fold scored fold models: the full-data intercept, once
-            ridge = self._nystrom(X, Y, sw, ridge_params(self, candidates[ci]))
-            alpha_j = np.broadcast_to(alpha, (Y.shape[1],))
-            b = np.array([ridge.intercept(a)[j] for j, a in enumerate(alpha_j)]) * scale
-        else:  # by one bordered solve
-            K = X if precomputed else grid.matrix(ridge_params(self, candidates[ci]))
-            b = bordered_intercept(*weighted(K, Y, sw), self._u(sw, len(Y)), alpha) * scale
-        if not is_classifier(self):
+        if icpt and nystrom and not is_classifier(self):  # FALKON's refit takes y - b
+            if folds is None:  # the intercepts of the search, at the selection
+                b = np.asarray(self._intercepts[ci])[ai, np.arange(Y.shape[1])]
+            else:  # K-fold scored fold models: the full-data intercept, once
+                ridge = self._nystrom(X, Y, sw, ridge_params(self, candidates[ci]))
+                alpha_j = np.broadcast_to(alpha, (Y.shape[1],))
+                b = np.array([ridge.intercept(a)[j] for j, a in enumerate(alpha_j)]) * scale
             self.intercept_ = float(b[0]) if y_true.ndim == 1 else b
         if scorer is None and folds is None:  # back to the targets' units
             S = squared_units(S, scale)
@@ -256,6 +232,10 @@ class _KernelRidgeCVBase(BaseEstimator):
         solver = self._checked[6]
         ok = not sp.issparse(X) and not self._template()._precomputed()
         self.solver_ = resolve_solver(solver, X.shape[0], ok)
+        if self.solver_ == "nystrom" and self._checked[8] and is_classifier(self):
+            raise ValueError("fit_intercept=True needs solver='exact' here: the Nystrom path "
+                             f"refits FalkonClassifier, which has no intercept ({X.shape[0]:,}"
+                             " rows resolve solver='auto' to 'nystrom').")
 
     def _u(self, sw, n):
         """The intercept's column in the weighted problem (None: no intercept)."""
@@ -264,9 +244,10 @@ class _KernelRidgeCVBase(BaseEstimator):
         return np.ones(n) if sw is None else sw
 
     def _refit(self, X, y, sw, kwargs):
-        """``best_estimator_``: exact kernel ridge, or FALKON on the search's centers; with
-        ``fit_intercept``, fitted to ``y - intercept_`` (the bordered system's ``c``)."""
-        clf = is_classifier(self)
+        """``best_estimator_``: exact kernel ridge (with its own ``fit_intercept``), or
+        FALKON on the search's centers, fitted with ``fit_intercept`` to ``y - intercept_``
+        (the Nystrom bordered system's ``c``)."""
+        clf, icpt = is_classifier(self), self._checked[8]
         if self.solver_ == "nystrom":
             C, idx = self._centers
             self.centers_, self.center_indices_ = C, idx
@@ -277,14 +258,18 @@ class _KernelRidgeCVBase(BaseEstimator):
             for stale in ("centers_", "center_indices_"):  # from an earlier Nystrom fit
                 vars(self).pop(stale, None)
             cls = KernelRidgeClassifier if clf else KernelRidge
-            est = cls(alpha=self.alpha_, solver="cholesky", backend=self.backend, **kwargs)
+            est = cls(alpha=self.alpha_, solver="cholesky", backend=self.backend,
+                      fit_intercept=icpt, **kwargs)
         fit = {} if sw is None else {"sample_weight": sw}
-        if not self._checked[8]:
-            return est.fit(X, y, **fit)
-        b = self.intercept_
-        return TransformedTargetRegressor(est, func=partial(np.add, -b),
-                                          inverse_func=partial(np.add, b),
-                                          check_inverse=False).fit(X, y, **fit)
+        if self.solver_ == "nystrom" and icpt and not clf:
+            return TransformedTargetRegressor(est, func=partial(np.add, -self.intercept_),
+                                              inverse_func=partial(np.add, self.intercept_),
+                                              check_inverse=False).fit(X, y, **fit)
+        est = est.fit(X, y, **fit)
+        if not clf:  # the exact path's bordered b, or none
+            b = np.asarray(getattr(est, "intercept_", 0.0), dtype=np.float64)
+            self.intercept_ = float(b) if y.ndim == 1 else np.broadcast_to(b, y.shape[1:]).copy()
+        return est
 
     def _prepare(self, X, y):
         self._checked = self._check_params()  # parameters before data
@@ -374,12 +359,12 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
     fit_intercept : bool, default=False
         Add an unpenalised intercept ``b`` (``f = K c + b``), as
         :class:`~sklearn.linear_model.RidgeCV` does: the bordered system
-        ``[[K + alpha I, 1], [1^T, 0]]``, whose leave-one-out and GCV are computed
-        exactly on the same decomposition (leaving a point out refits ``b`` too).
-        ``best_estimator_`` is then a
-        :class:`~sklearn.compose.TransformedTargetRegressor` around the ridge model
-        fitted to ``y - intercept_`` (which gives the bordered system's ``c``).
-        False (default): no intercept, as :class:`KernelRidge`.
+        ``[[K + alpha W^-1, 1], [1^T, 0]]``, whose leave-one-out and GCV are computed
+        exactly on the same decomposition (leaving a point out refits ``b`` too), and
+        ``best_estimator_`` is ``KernelRidge(fit_intercept=True)``. Nyström path: the
+        Nyström bordered system, and a TransformedTargetRegressor around FALKON
+        fitted to ``y - intercept_`` (its ``c``, to FALKON's ``tol``). False (default):
+        no intercept, as :class:`KernelRidge`.
     alpha_per_target : bool, default=False
         With several targets, pick an alpha for each (the kernel parameters, one kernel
         for all targets, maximise the mean over targets of each one's best score).
@@ -401,8 +386,8 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
     intercept_ : float or ndarray of shape (n_targets,)
         The unpenalised intercept at the selection (0.0 without ``fit_intercept``).
     best_estimator_ : KernelRidge, FalkonRegressor or TransformedTargetRegressor
-        The model refitted on all data at the selection (FALKON when ``solver_`` is
-        ``"nystrom"``; wrapped with its intercept with ``fit_intercept``).
+        The model refitted on all data at the selection (FALKON, wrapped with its
+        intercept with ``fit_intercept``, when ``solver_`` is ``"nystrom"``).
     scores_ : ndarray of shape (n_candidates, n_alphas) or (n_candidates, n_alphas, n_targets)
         Every score, candidates in ``candidate_params_`` order (per target with
         ``alpha_per_target``).
@@ -514,9 +499,7 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
             raise ValueError("return_std and return_cov need solver='exact' (the Gaussian-"
                              "process moments of exact kernel ridge); this model was "
                              "selected and fitted by the Nystrom path.")
-        est = getattr(self.best_estimator_, "regressor_", self.best_estimator_)
-        mean, *moments = est.predict(X, return_std=return_std, return_cov=return_cov)
-        return (mean + self.intercept_, *moments)
+        return self.best_estimator_.predict(X, return_std=return_std, return_cov=return_cov)
 
 
 class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
@@ -539,6 +522,9 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
     cv : None, "gcv", int, cross-validation splitter or iterable, default=None
         As :class:`KernelRidgeCV`; an int means stratified K-fold.
     scoring : str, callable or None, default=None
+    fit_intercept : bool, default=False
+        An unpenalised intercept per column (see :class:`KernelRidgeCV`); exact path
+        only (FalkonClassifier has none: a ValueError when ``solver_`` is "nystrom").
     store_cv_results : bool, default=False
         Keep ``cv_results_`` of shape ``(n_samples, n_columns, n_alphas)``.
     {search}
@@ -584,8 +570,10 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
 
     def __init__(self, alphas=DEFAULT_ALPHAS, *, kernel="linear", gamma=None, degree=3,
                  coef0=1, kernel_params=None, param_grid=None, gamma_search=None, cv=None,
-                 scoring=None, store_cv_results=False, solver="auto", n_centers="auto",
-                 random_state=None, backend=None, class_weight=None, calibration="auto"):
+                 scoring=None, fit_intercept=False, store_cv_results=False, solver="auto",
+                 n_centers="auto", random_state=None, backend=None, class_weight=None,
+                 calibration="auto"):
+        self.fit_intercept = fit_intercept
         self.class_weight = class_weight
         self.calibration = calibration
         self.alphas = alphas

@@ -11,11 +11,15 @@ the exact path stops being affordable, not where it stops being fastest. Beyond 
 Nyström path (``O(n m^2)`` per kernel, ``O(n m)`` memory) is the one that fits.
 """
 
+from functools import partial
 from numbers import Integral, Real
 
 import numpy as np
 from scipy.optimize import minimize_scalar
 from sklearn.utils import check_random_state
+
+from ._cv_grid import KernelGrid
+from ._loo import EigenRidge, weighted
 
 SOLVERS = ("auto", "exact", "nystrom")
 AUTO_NYSTROM_MIN_SAMPLES = 5000
@@ -166,3 +170,23 @@ SEARCH_RAISES = ("an unknown ``solver``; ``n_centers`` not ``'auto'`` or in ``[1
                   "``gamma_search`` bounds not ``0 < low < high`` (or with a kernel without "
                   "``gamma``, or with ``gamma`` in ``param_grid``); ``solver='nystrom'`` with "
                   "``kernel='precomputed'``")
+
+
+def fold_model(est, K, X, Y, sw, kw):
+    """``fold_model(tr, te) -> (ridge, predict)`` for the K-fold scores of the search
+    ``est``: blocks of ``K`` (exact), or the Nyström estimator on the training rows with
+    the search's centers."""
+    def exact(tr, te):
+        swt = None if sw is None else sw[tr]
+        ridge = EigenRidge(*weighted(K[np.ix_(tr, tr)], Y[tr], swt), u=est._u(swt, len(tr)))
+        cross = K[np.ix_(te, tr)]
+        P = ridge.projected(cross if swt is None else cross * swt[None, :])
+        return ridge, partial(ridge.predict_from, P)
+
+    def nystrom(tr, te):
+        swt = None if sw is None else sw[tr]
+        ridge = est._nystrom(X[tr], Y[tr], swt, kw)
+        K_te = KernelGrid(X, est.backend_).operator(kw).block_host(X[te], est._centers[0])
+        return ridge, partial(ridge.predict, K_te)
+
+    return exact if K is not None else nystrom

@@ -297,9 +297,16 @@ def ridge_predict_moments(est, X, return_std=False, return_cov=False):
     Xfit = sp.csr_matrix(est.X_fit_) if sp.issparse(est.X_fit_) else est.X_fit_
     out = {}
     for a, white in zip(distinct, whites, strict=True):
+        # fit_intercept: a vague prior on b adds (1 - u^T G^-1 S k)^2 / u^T G^-1 u (R&W 2.42)
+        Wu = white(np.ones((n, 1))) if getattr(est, "fit_intercept", False) else None
+        q = None if Wu is None else float(Wu[:, 0] @ Wu[:, 0])
         if return_cov:
             Z = white(op.block_host(Xfit, X))
-            out[a] = _clip_cov_diag(op.block_host(X, None) - Z.T @ Z)
+            cov = op.block_host(X, None) - Z.T @ Z
+            if Wu is not None:
+                r = 1.0 - Wu[:, 0] @ Z
+                cov += np.outer(r, r) / q
+            out[a] = _clip_cov_diag(cov)
             continue
         var = np.empty(m)
         rows = _rows_per_block(n, 3)
@@ -307,6 +314,8 @@ def ridge_predict_moments(est, X, return_std=False, return_cov=False):
             Xb = X[r0:r0 + rows]
             Z = white(op.block_host(Xfit, Xb))
             var[r0:r0 + rows] = op.diag(Xb) - np.einsum("ij,ij->j", Z, Z)
+            if Wu is not None:
+                var[r0:r0 + rows] += (1.0 - Wu[:, 0] @ Z) ** 2 / q
         out[a] = np.sqrt(_clip_variance(var))
     per_target = [out[a] for a in np.broadcast_to(alphas, (n_targets,))]
     if mean.ndim == 1:

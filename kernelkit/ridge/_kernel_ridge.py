@@ -8,7 +8,6 @@ its output at initialisation is zero) (Jacot et al. 2018; Lee et al. 2019;
 Arora et al. 2019).
 """
 
-import copy
 import functools
 from numbers import Integral, Real
 
@@ -22,20 +21,23 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from ..backend import resolve_backend
 from ..kernels import NTK, Kernel, is_precomputed, make_kernel
+from ..kernels._library import RBF, Laplacian, Matern
 from ..kernels._resolve import KernelOperator
 from ..utils._class_weight import check_class_weight, row_weights
 from ..utils._classes import CALIBRATION_ATTR_DOC, CALIBRATION_DOC, OneVsAllClassifierMixin
-from ..utils._linalg import solve_ridge
+from ..utils._linalg import solve_ridge, weighted_kernel
 from ..utils._state import atomic
-from ..utils._validation import check_kernel_matrix
+from ..utils._validation import check_bool, check_kernel_matrix
 from ..utils._verbose import Progress, check_verbose
 from . import _auto
 from ._gp import ridge_predict_moments
+from ._intercept import FIT_INTERCEPT_DOC, bordered_inv_diag, joint_rhs, split_joint
 from ._pcg import DEFAULT_MAX_ITER, KernelProduct, pcg_ridge, product_dtype
-from ._ridge_proba import calibration_split, loo_decision
+from ._ridge_proba import holdout_decision, loo_decision
 
 _SPARSE = ("csr", "csc")  # sparse X is evaluated by scikit-learn's kernels (kernel_metrics())
 SOLVERS = ("auto", "cholesky", "pcg")
+_PD_KERNELS = (RBF, Laplacian, Matern)  # positive definite: solve_ridge(psd=True)
 
 
 def _check_alpha(alpha, n_targets=None):
@@ -62,6 +64,12 @@ class _KernelRidgeBase(BaseEstimator):
     def _precomputed(self):
         return is_precomputed(getattr(self, "kernel", None))
 
+    def _owns_kernel_matrix(self):
+        """Whether ``_kernel_matrix`` returns a new array (not the input, nor whatever a
+        user's callable returns)."""
+        k = getattr(self, "kernel", None)
+        return not self._precomputed() and not (callable(k) and not isinstance(k, Kernel))
+
     def _sparse_ok(self):
         """Sparse X is taken where scikit-learn can evaluate the kernel on it."""
         from sklearn.metrics.pairwise import kernel_metrics
@@ -87,10 +95,14 @@ class _KernelRidgeBase(BaseEstimator):
         """Validate what needs no data, before ``X`` and ``y`` are read (as scikit-learn
         does): a bad parameter is reported as such whatever the data."""
         _check_alpha(self.alpha)
+        self._intercept_on()
         self._check_solver(None, None)
         resolve_backend(self.backend)
         if not self._precomputed():
             self._get_kernel()
+
+    def _intercept_on(self):
+        return check_bool(getattr(self, "fit_intercept", False), "fit_intercept")
 
     def _fit_targets(self, X, Y, sample_weight, oos=False):
         """Fit the dual coefficients; with ``oos``, return out-of-sample decision values
@@ -108,7 +120,10 @@ class _KernelRidgeBase(BaseEstimator):
             sw = np.sqrt(_check_sample_weight(sample_weight, X, dtype=np.float64,
                                                  ensure_non_negative=True))
             Y = Y * (sw if Y.ndim == 1 else sw[:, None])
-        out = None
+        # intercept: one more right-hand side u = W^1/2 1 of the same system (_intercept)
+        u = (np.ones(X.shape[0]) if sw is None else sw) if self._intercept_on() else None
+        rhs, rhs_alpha = joint_rhs(Y, u, alpha)
+        out = b = None
         if solver != "cholesky":
             progress = Progress(self, verbose)
             if self._precomputed():
@@ -123,60 +138,52 @@ class _KernelRidgeBase(BaseEstimator):
             sketch = monitor = None
             if solver == "auto":
                 solver, sketch, monitor = _auto.choose(
-                    product, alpha, tol, n_targets, rng, progress,
+                    product, alpha, tol, rhs.reshape(len(rhs), -1).shape[1], rng, progress,
                     fits=self._precomputed() or _auto.cholesky_fits(X.shape[0],
                                                                    self._cache_mib()))
         if solver == "pcg":
             try:
-                dual, self.n_iter_, self.preconditioner_rank_ = solve(
-                    product, Y, owner=type(self).__name__, sketch=sketch, monitor=monitor)
+                Z, self.n_iter_, self.preconditioner_rank_ = solve(
+                    product, rhs, alpha=rhs_alpha, owner=type(self).__name__, sketch=sketch,
+                    monitor=monitor)
             except _auto.SwitchToCholesky as stop:
                 progress("solver auto: switching to cholesky after CG iteration",
                          stop.args[0], level=1)
                 product.K = None  # free the float32 matrix before the float64 one
                 solver = "cholesky"
             else:
+                dual, b = split_joint(Z, Y, u)
                 if oos:
-                    out = self._holdout_decision(X, Y0, sw, product, solve, rng)
+                    out = holdout_decision(self, X, Y0, sw, product, solve, rng)
         if solver == "cholesky":
             K = self._kernel_matrix(X, None)
-            Kw = K if sw is None else K * np.outer(sw, sw)
-            res = solve_ridge(Kw, Y, alpha, return_inv_diag=oos)
-            dual = res[0] if oos else res
+            # a matrix computed here is the factorization's workspace (no copy), unless the
+            # calibration reads K again (zero-weight rows' fitted values)
+            Kw, own = weighted_kernel(K, sw, owned=self._owns_kernel_matrix()
+                                      and not (oos and sw is not None))
+            res = solve_ridge(Kw, rhs, rhs_alpha, return_inv_diag=oos, overwrite_k=own,
+                              psd=not self._precomputed()
+                              and isinstance(self._get_kernel(), _PD_KERNELS))
+            Z = res[0] if oos else res
+            dual, b = split_joint(Z, Y, u)
             if oos:
                 z = dual.reshape(len(K), -1)
                 c = z if sw is None else z * sw[:, None]
-                out = (np.arange(len(K)), loo_decision(Y0.reshape(len(K), -1), z, res[1], sw,
-                                                       lambda rows: K[rows] @ c))
+                d = res[1] if u is None else bordered_inv_diag(res[1], Z, Y, u)
+                b0 = 0.0 if b is None else b
+                out = (np.arange(len(K)), loo_decision(Y0.reshape(len(K), -1), z, d, sw,
+                                                       lambda rows: K[rows] @ c + b0))
             self.n_iter_ = 1  # a direct solve is one step (sklearn: n_iter_ >= 1 with max_iter)
             self.preconditioner_rank_ = None
         if sw is not None:
             dual = dual * (sw if dual.ndim == 1 else sw[:, None])
         self.solver_ = solver
         self.dual_coef_ = dual
+        if hasattr(self, "fit_intercept"):  # 0.0 without one (as scikit-learn's Ridge)
+            self.intercept_ = 0.0 if b is None else float(b[0]) if Y.ndim == 1 else b
         self._sqrt_sample_weight = None if sample_weight is None else sw  # GP noise alpha / w
         self.X_fit_ = X
         return out if oos else self
-
-    def _holdout_decision(self, X, Y0, sw, product, solve, rng):
-        """PCG: the decision values of a held-out tenth of the rows (stratified, positive
-        weights) from a second solve of the same system with their weights set to 0."""
-        y_idx = self._y_idx
-        held = calibration_split(y_idx, None if sw is None else sw, rng)
-        if not held.any():
-            return None
-        sw2 = np.where(held, 0.0, 1.0) if sw is None else np.where(held, 0.0, sw)
-        p2 = copy.copy(product)  # the held kernel matrix is shared, not copied
-        p2.sw = sw2
-        Y2 = Y0.reshape(len(sw2), -1) * sw2[:, None]
-        z, _, _ = solve(p2, Y2, owner=f"{type(self).__name__} (calibration split)")
-        c = z * sw2[:, None]
-        rows = np.flatnonzero(held)
-        if self._precomputed():
-            return rows, X[rows] @ c
-        op = self._operator(sp.issparse(X))
-        dec = op.matmul(X[rows], X, c)
-        return rows, np.asarray(dec if sp.issparse(X) else op.engine.to_host(dec))
 
     def _cache_mib(self):
         c = self.cache_size
@@ -221,13 +228,14 @@ class _KernelRidgeBase(BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=np.float64,
                           accept_sparse=_SPARSE if self._sparse_ok() else False)
+        b = getattr(self, "intercept_", 0.0)
         if self._precomputed():
-            return X @ self.dual_coef_
+            return X @ self.dual_coef_ + b
         sparse = sp.issparse(X) or sp.issparse(self.X_fit_)
         op = self._operator(sparse)
         if sparse:
-            return op.matmul(X, self.X_fit_, self.dual_coef_)
-        return np.asarray(op.engine.to_host(op.matmul(X, self.X_fit_, self.dual_coef_)))
+            return op.matmul(X, self.X_fit_, self.dual_coef_) + b
+        return np.asarray(op.engine.to_host(op.matmul(X, self.X_fit_, self.dual_coef_))) + b
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -328,11 +336,14 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
     alpha : float >= 0 or array of shape (n_targets,), default=1.0
         Ridge penalty; 0 gives the kernel interpolant.
     {kernel}
+    {intercept}
     {common}
 
     Attributes
     ----------
     dual_coef_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
+    intercept_ : float or ndarray of shape (n_targets,)
+        The unpenalised intercept (0.0 without ``fit_intercept``).
     X_fit_ : ndarray of shape (n_samples, n_features)
         Training inputs (the kernel centers), float64.
     backend_ : str
@@ -370,9 +381,10 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
     """
 
     def __init__(self, alpha=1.0, *, kernel="linear", gamma=None, degree=3, coef0=1,
-                 kernel_params=None, solver="auto", tol=1e-4, max_iter=None, cache_size=4096,
-                 random_state=None, verbose=0, backend=None):
+                 kernel_params=None, fit_intercept=False, solver="auto", tol=1e-4,
+                 max_iter=None, cache_size=4096, random_state=None, verbose=0, backend=None):
         self.alpha = alpha
+        self.fit_intercept = fit_intercept
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -502,6 +514,7 @@ class KernelRidgeClassifier(_ClassifierMixin, _KernelRidgeBase):
     alpha : float >= 0, default=1.0
         Ridge penalty of each one-vs-all regression.
     {kernel}
+    {intercept}
     {common}
     {classes}
 
@@ -509,6 +522,8 @@ class KernelRidgeClassifier(_ClassifierMixin, _KernelRidgeBase):
     ----------
     classes_ : ndarray of shape (n_classes,)
     dual_coef_ : ndarray of shape (n_samples, n_classes) (one column for two classes)
+    intercept_ : ndarray of shape (n_columns,) or 0.0
+        One per column of ``dual_coef_`` (0.0 without ``fit_intercept``).
     X_fit_ : ndarray of shape (n_samples, n_features)
     backend_ : str
     solver_ : str
@@ -522,11 +537,12 @@ class KernelRidgeClassifier(_ClassifierMixin, _KernelRidgeBase):
     """
 
     def __init__(self, alpha=1.0, *, kernel="linear", gamma=None, degree=3, coef0=1,
-                 kernel_params=None, solver="auto", tol=1e-4, max_iter=None, cache_size=4096,
-                 random_state=None, verbose=0, backend=None, class_weight=None,
-                 calibration="auto"):
+                 kernel_params=None, fit_intercept=False, solver="auto", tol=1e-4,
+                 max_iter=None, cache_size=4096, random_state=None, verbose=0, backend=None,
+                 class_weight=None, calibration="auto"):
         KernelRidge.__init__(self, alpha, kernel=kernel, gamma=gamma, degree=degree,
-                             coef0=coef0, kernel_params=kernel_params, solver=solver, tol=tol,
+                             coef0=coef0, kernel_params=kernel_params,
+                             fit_intercept=fit_intercept, solver=solver, tol=tol,
                              max_iter=max_iter, cache_size=cache_size,
                              random_state=random_state, verbose=verbose, backend=backend)
         self.class_weight = class_weight
@@ -673,6 +689,7 @@ _names = "rbf, laplacian, matern, polynomial, linear, cosine, ntk, nngp"
 for _cls in (KernelRidge, KernelRidgeClassifier, NTKRidge, NTKRidgeClassifier):
     for _key, _text in (("{kernel}", _KERNEL_PARAMS_DOC.format(names=_names)),
                         ("{ntk}", _NTK_PARAMS_DOC), ("{common}", _COMMON_DOC),
+                        ("{intercept}", FIT_INTERCEPT_DOC),
                         ("{classes}", _CLASSES_DOC), ("{calattr}", CALIBRATION_ATTR_DOC)):
         _cls.__doc__ = _cls.__doc__.replace(_key, _text.strip())
 del _cls, _names, _key, _text

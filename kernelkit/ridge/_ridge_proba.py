@@ -18,7 +18,12 @@ temperature on decision values the model did not see. Here is where they come fr
 * FALKON: the Nyström leave-one-out values (:mod:`kernelkit.ridge._falkon_loo`).
 """
 
+import copy
+
 import numpy as np
+import scipy.sparse as sp
+
+from ._intercept import joint_rhs, split_joint
 
 HOLDOUT_FRACTION = 0.1  # of each class, for the calibration of iterative solvers
 
@@ -78,3 +83,34 @@ def calibration_split(y_idx, weights, rng, fraction=HOLDOUT_FRACTION):
             take = min(len(rows) - 1, int(np.ceil(fraction * len(rows))))
             held[rng.choice(rows, take, replace=False)] = True
     return held
+
+
+def holdout_decision(est, X, Y0, sw, product, solve, rng):
+    """PCG: the decision values of a held-out tenth of the rows (stratified, positive
+    weights) from a second solve of the same system with their weights set to 0 (with
+    ``fit_intercept``, the bordered system's, its intercept refitted too).
+
+    ``est`` is the kernel ridge classifier being fitted (its ``_y_idx``, kernel and
+    ``fit_intercept``), ``product`` the fit's :class:`~kernelkit.ridge._pcg.KernelProduct`,
+    ``solve`` its ``pcg_ridge`` with the fit's settings. Returns ``(rows, values)`` or
+    None when no row can be held out.
+    """
+    held = calibration_split(est._y_idx, None if sw is None else sw, rng)
+    if not held.any():
+        return None
+    sw2 = np.where(held, 0.0, 1.0) if sw is None else np.where(held, 0.0, sw)
+    p2 = copy.copy(product)  # the held kernel matrix is shared, not copied
+    p2.sw = sw2
+    Y2 = Y0.reshape(len(sw2), -1) * sw2[:, None]
+    u2 = sw2 if est._intercept_on() else None
+    rhs, rhs_alpha = joint_rhs(Y2, u2, solve.keywords["alpha"])
+    Z, _, _ = solve(p2, rhs, alpha=rhs_alpha, owner=f"{type(est).__name__} (calibration split)")
+    z, b = split_joint(Z, Y2, u2)
+    c = z * sw2[:, None]
+    b = 0.0 if b is None else b
+    rows = np.flatnonzero(held)
+    if est._precomputed():
+        return rows, X[rows] @ c + b
+    op = est._operator(sp.issparse(X))
+    dec = op.matmul(X[rows], X, c)
+    return rows, np.asarray(dec if sp.issparse(X) else op.engine.to_host(dec)) + b
