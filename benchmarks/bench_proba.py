@@ -1,0 +1,322 @@
+"""Probabilities: log-loss, Brier score, calibration error and accuracy against scikit-learn.
+
+Metrics on the test rows: log-loss, Brier score (mean over rows of the squared error of
+the probability vector against the one-hot label, summed over classes), expected
+calibration error (ECE: 15 equal-width bins of the top-class confidence, the mean of
+``|accuracy - confidence|`` weighted by the bin's share of rows), accuracy, and fit time
+(every estimator is fitted once on a small slice first, untimed, so that compiling the
+engine's loops is not counted).
+
+Parts:
+
+(a) ``digits`` and ``breast_cancer`` (standardised features; stratified 75/25 split,
+    ``n_seeds`` seeds, medians): every kernelkit classifier at its defaults (the
+    parameters set are named in the table) against scikit-learn
+    ``CalibratedClassifierCV(SVC(), ensemble=False)``, ``GaussianProcessClassifier()``
+    and ``LogisticRegression`` on ``Nystroem`` features. Goal: every kernelkit
+    classifier's log-loss at most that of ``CalibratedClassifierCV(SVC())`` (accuracy
+    shown beside it).
+(b) Fashion-MNIST, ``n_b`` training images (20,000 and all 60,000), the 10,000 test
+    images, Gaussian kernel ``gamma_b``: ``FalkonClassifier`` with the squared loss
+    (calibrated by its default temperature) and with ``loss="logistic"`` (kernel logistic
+    regression), ``centers_b`` centers, against ``CalibratedClassifierCV(LinearSVC())``
+    on ``Nystroem(gamma_b, n_components=centers_b)`` features. Goals at 60,000: logistic
+    FALKON accuracy >= 0.90, its log-loss below the calibrated squared-loss FALKON's, and
+    its fit time at most 3x the squared-loss fit.
+
+Usage::
+
+    python benchmarks/bench_proba.py            # full run; writes results_proba.json and
+                                                # the section in RESULTS.md
+    python benchmarks/bench_proba.py --quick    # small sizes, prints only
+    python benchmarks/bench_proba.py --parts b
+"""
+
+import os
+
+os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+from _common import (  # noqa: E402 (benchmarks/ is on sys.path)
+    MD_HEADER, fmt_met, git_state, load_average, load_fashion_mnist, machine_info,
+    machine_line, write_section)
+
+HERE = Path(__file__).resolve().parent
+JSON_PATH = HERE / "results_proba.json"
+MD_PATH = HERE / "RESULTS.md"
+SECTION = "## Probabilities (bench_proba.py)"
+SEED = 0
+FULL = {"datasets_a": ["digits", "breast_cancer"], "n_seeds": 5, "test_size": 0.25,
+        "nystroem_a": 500, "n_b": [20_000, 60_000], "n_test_b": 10_000, "gamma_b": 0.02,
+        "alpha_b": 0.01, "centers_b": 5000, "tol_b": 1e-3, "svc_cv": 5}
+QUICK = {"datasets_a": ["digits", "breast_cancer"], "n_seeds": 1, "test_size": 0.25,
+         "nystroem_a": 200, "n_b": [3000], "n_test_b": 2000, "gamma_b": 0.02,
+         "alpha_b": 0.01, "centers_b": 500, "tol_b": 1e-3, "svc_cv": 3}
+ECE_BINS = 15
+
+
+# ----------------------------------------------------------------------- metrics
+def brier(P, y_idx):
+    """Mean over rows of ``||p_i - onehot(y_i)||^2`` (summed over the classes)."""
+    onehot = np.zeros_like(P)
+    onehot[np.arange(len(y_idx)), y_idx] = 1.0
+    return float(np.mean(np.sum((P - onehot) ** 2, axis=1)))
+
+
+def ece(P, y_idx, n_bins=ECE_BINS):
+    """Expected calibration error of the top-class confidence, equal-width bins."""
+    conf, hit = P.max(axis=1), (P.argmax(axis=1) == y_idx).astype(float)
+    bins = np.clip(np.ceil(conf * n_bins).astype(int) - 1, 0, n_bins - 1)  # (k-1)/B < c <= k/B
+    total = 0.0
+    for b in np.unique(bins):
+        sel = bins == b
+        total += sel.sum() * abs(hit[sel].mean() - conf[sel].mean())
+    return float(total / len(y_idx))
+
+
+def scores(est, X, y, fit_time):
+    """The metrics of a fitted classifier on ``(X, y)``."""
+    from sklearn.metrics import log_loss
+
+    P = np.clip(np.asarray(est.predict_proba(X), np.float64), 0.0, 1.0)
+    P /= P.sum(axis=1, keepdims=True)
+    y_idx = np.searchsorted(est.classes_, y)
+    return {"log_loss": float(log_loss(y_idx, P, labels=np.arange(P.shape[1]))),
+            "brier": brier(P, y_idx), "ece": ece(P, y_idx),
+            "accuracy": float(np.mean(P.argmax(axis=1) == y_idx)), "fit_s": fit_time}
+
+
+def timed_fit(make, X, y, warm_rows=None, make_warm=None):
+    """Fit ``make()`` on ``(X, y)``; with ``warm_rows`` a first untimed fit (of
+    ``make_warm()`` if given) on that many rows (a stratified slice) compiles whatever
+    the first call compiles."""
+    if warm_rows:
+        from sklearn.model_selection import train_test_split
+
+        Xw, _, yw, _ = train_test_split(X, y, train_size=warm_rows, stratify=y,
+                                        random_state=SEED)
+        (make_warm or make)().fit(Xw, yw)
+    est = make()
+    t0 = time.perf_counter()
+    est.fit(X, y)
+    return est, time.perf_counter() - t0
+
+
+# ------------------------------------------------------------------------ part a
+def models_a(n_features, cfg):
+    """(name, parameters set, factory, is kernelkit) of part (a); gamma 1/d throughout
+    (kernelkit's default, scikit-learn's ``"scale"`` on standardised features)."""
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.gaussian_process import GaussianProcessClassifier
+    from sklearn.kernel_approximation import Nystroem
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.svm import SVC
+
+    import kernelkit as kk
+
+    g, m = 1.0 / n_features, cfg["nystroem_a"]
+    return [
+        ("KernelRidgeClassifier", "kernel='rbf'",
+         lambda: kk.KernelRidgeClassifier(kernel="rbf"), True),
+        ("NTKRidgeClassifier", "defaults", kk.NTKRidgeClassifier, True),
+        ("FalkonClassifier", "squared loss, random_state=0",
+         lambda: kk.FalkonClassifier(random_state=SEED), True),
+        ("FalkonClassifier", "loss='logistic', random_state=0",
+         lambda: kk.FalkonClassifier(loss="logistic", random_state=SEED), True),
+        ("EigenProClassifier", "random_state=0",
+         lambda: kk.EigenProClassifier(random_state=SEED), True),
+        ("KONSClassifier", "random_state=0",
+         lambda: kk.KONSClassifier(random_state=SEED), True),
+        ("InfiniteWidthClassifier", "defaults", kk.InfiniteWidthClassifier, True),
+        ("RandomFeaturesClassifier", "random_state=0",
+         lambda: kk.RandomFeaturesClassifier(random_state=SEED), True),
+        ("CalibratedClassifierCV(SVC())", f"ensemble=False, cv={cfg['svc_cv']}",
+         lambda: CalibratedClassifierCV(SVC(), ensemble=False, cv=cfg["svc_cv"]), False),
+        ("GaussianProcessClassifier", "defaults (1.0 * RBF(1.0), fitted)",
+         lambda: GaussianProcessClassifier(random_state=SEED), False),
+        ("Nystroem + LogisticRegression", f"gamma=1/d, n_components={m}",
+         lambda: make_pipeline(Nystroem(gamma=g, n_components=m, random_state=SEED),
+                               LogisticRegression(max_iter=2000)), False),
+    ]
+
+
+PEER_A = "CalibratedClassifierCV(SVC())"
+
+
+def part_a(cfg):
+    from sklearn import datasets
+    from sklearn.model_selection import train_test_split
+    from sklearn.preprocessing import StandardScaler
+
+    out = {}
+    for ds in cfg["datasets_a"]:
+        X, y = getattr(datasets, f"load_{ds}")(return_X_y=True)
+        runs = {}
+        for seed in range(cfg["n_seeds"]):
+            Xa, Xt, ya, yt = train_test_split(X, y, test_size=cfg["test_size"], stratify=y,
+                                              random_state=seed)
+            sc = StandardScaler().fit(Xa)
+            Xa, Xt = sc.transform(Xa), sc.transform(Xt)
+            for name, params, make, ours in models_a(X.shape[1], cfg):
+                est, t = timed_fit(make, Xa, ya, warm_rows=100 if seed == 0 else None)
+                runs.setdefault((name, params, ours), []).append(scores(est, Xt, yt, t))
+        rows = []
+        for (name, params, ours), rs in runs.items():
+            row = {"model": name, "params": params, "kernelkit": ours, "seeds": len(rs)}
+            row.update({k: float(np.median([r[k] for r in rs])) for k in rs[0]})
+            rows.append(row)
+            print(f"  {ds}: {row}", flush=True)
+        peer = next(r for r in rows if r["model"] == PEER_A)
+        for r in rows:
+            if r["kernelkit"]:
+                r["log_loss_ratio"] = r["log_loss"] / peer["log_loss"]
+                r["accuracy_diff"] = r["accuracy"] - peer["accuracy"]
+                r["goal_met"] = bool(r["log_loss"] <= peer["log_loss"])
+        out[ds] = {"n": int(X.shape[0]), "d": int(X.shape[1]), "rows": rows}
+    return out
+
+
+# ------------------------------------------------------------------------ part b
+def part_b(cfg):
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.kernel_approximation import Nystroem
+    from sklearn.pipeline import make_pipeline
+    from sklearn.svm import LinearSVC
+
+    from kernelkit import FalkonClassifier
+
+    X_all, y_all, Xt, yt = load_fashion_mnist()
+    Xt, yt = Xt[:cfg["n_test_b"]], yt[:cfg["n_test_b"]]
+    g, a, tol = cfg["gamma_b"], cfg["alpha_b"], cfg["tol_b"]
+    makers = [  # each takes the number of centers / components
+        ("FalkonClassifier (squared, calibrated)",
+         lambda m: FalkonClassifier(gamma=g, alpha=a, n_centers=m, tol=tol,
+                                    random_state=SEED)),
+        ("FalkonClassifier(loss='logistic')",
+         lambda m: FalkonClassifier(loss="logistic", gamma=g, alpha=a, n_centers=m, tol=tol,
+                                    random_state=SEED)),
+        (f"CalibratedClassifierCV(LinearSVC(), cv={cfg['svc_cv']}) on Nystroem",
+         lambda m: make_pipeline(Nystroem(gamma=g, n_components=m, random_state=SEED),
+                                 CalibratedClassifierCV(LinearSVC(), cv=cfg["svc_cv"]))),
+    ]
+    out, warm = [], True
+    for n in cfg["n_b"]:
+        rng = np.random.RandomState(SEED)
+        idx = np.sort(rng.choice(len(y_all), n, replace=False)) if n < len(y_all) else None
+        X, y = (X_all, y_all) if idx is None else (X_all[idx], y_all[idx])
+        rows = []
+        for name, make in makers:
+            t_wall = time.perf_counter()
+            est, t = timed_fit(lambda: make(cfg["centers_b"]), X, y,
+                               warm_rows=300 if warm else None, make_warm=lambda: make(50))
+            row = {"model": name, "n": n, **scores(est, Xt, yt, t),
+                   "wall_s": time.perf_counter() - t_wall}
+            if hasattr(est, "n_iter_"):
+                row["n_iter"] = int(np.max(est.n_iter_))
+            rows.append(row)
+            print(f"  n={n}: {row}", flush=True)
+            del est
+        warm = False
+        sq, lg = rows[0], rows[1]
+        lg["fit_ratio_vs_squared"] = lg["fit_s"] / sq["fit_s"]
+        lg["goals"] = {"accuracy_0.90": lg["accuracy"] >= 0.90,
+                       "log_loss_below_squared": lg["log_loss"] < sq["log_loss"],
+                       "fit_at_most_3x_squared": lg["fit_ratio_vs_squared"] <= 3.0}
+        out.append({"n": n, "rows": rows})
+    return out
+
+
+# ------------------------------------------------------------------------ report
+def _metrics(r):
+    return (f"{r['log_loss']:.4f} | {r['brier']:.4f} | {r['ece']:.4f} | {r['accuracy']:.4f} "
+            f"| {r['fit_s']:.2f}")
+
+
+def render(res):
+    cfg, info = res["config"], res["machine"]
+    loads = (res["loadavg_before"], res.get("loadavg_after", res["loadavg_before"]))
+    L = [SECTION, "", machine_line(info, loads, res["timestamp"], res["git"]["commit"]), "",
+         f"Log-loss, Brier score (squared error of the probability vector, summed over the "
+         f"classes), expected calibration error ({ECE_BINS} equal-width bins of the top-class "
+         "confidence), accuracy on the test rows; fit time after an untimed warm-up fit. "
+         f"Wall time of the run: {res.get('wall_s', 0):.0f} s.", ""]
+    if res.get("part_a"):
+        L += [f"### (a) digits and breast_cancer: median of {cfg['n_seeds']} stratified "
+              f"splits ({1 - cfg['test_size']:.0%} / {cfg['test_size']:.0%})", "",
+              "Standardised features; gamma = 1/d wherever a Gaussian kernel is used. Goal: "
+              f"log-loss at most {PEER_A}'s; the ratio and the accuracy difference to it "
+              "beside.", ""]
+        for ds, d in res["part_a"].items():
+            L += [f"**{ds}** (n = {d['n']:,}, d = {d['d']})", "",
+                  "| model | parameters set | log-loss | Brier | ECE | accuracy | fit (s) | "
+                  "log-loss / SVC+CCV | accuracy - SVC+CCV | goal met |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+            for r in d["rows"]:
+                extra = (f"{r['log_loss_ratio']:.2f} | {r['accuracy_diff']:+.4f} | "
+                         f"{fmt_met(r['goal_met'])}" if r["kernelkit"] else "— | — | —")
+                who = "kernelkit" if r["kernelkit"] else "scikit-learn"
+                L.append(f"| {who} {r['model']} | {r['params']} | {_metrics(r)} | {extra} |")
+            L.append("")
+    if res.get("part_b"):
+        L += [f"### (b) Fashion-MNIST: FALKON squared loss vs logistic loss, "
+              f"{cfg['centers_b']:,} centers", "",
+              f"Gaussian kernel gamma {cfg['gamma_b']:g}, alpha {cfg['alpha_b']:g}, tol "
+              f"{cfg['tol_b']:g}, {cfg['n_test_b']:,} test images; the peer uses the same "
+              f"gamma and {cfg['centers_b']:,} Nystroem components. Goals (logistic loss, "
+              "at 60,000): accuracy >= 0.90, log-loss below the squared loss's, fit at most "
+              "3x the squared loss's.", "",
+              "| n | model | log-loss | Brier | ECE | accuracy | fit (s) | iterations | "
+              "fit / squared | goals: acc >= 0.90, log-loss < squared, fit <= 3x |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+        for block in res["part_b"]:
+            for r in block["rows"]:
+                goals = r.get("goals")
+                gtxt = ", ".join(fmt_met(v) for v in goals.values()) if goals else "—"
+                ratio = (f"{r['fit_ratio_vs_squared']:.2f}x" if "fit_ratio_vs_squared" in r
+                         else "—")
+                L.append(f"| {block['n']:,} | {r['model']} | {_metrics(r)} | "
+                         f"{r.get('n_iter', '—')} | {ratio} | {gtxt} |")
+        L.append("")
+    return "\n".join(L)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes; write no files")
+    parser.add_argument("--parts", default="a,b", help="comma-separated parts to run")
+    args = parser.parse_args(argv)
+    cfg = QUICK if args.quick else FULL
+    t_run = time.perf_counter()
+    res = {"timestamp": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+           "quick": args.quick, "config": cfg, "seed": SEED, "loadavg_before": load_average(),
+           "machine": machine_info(), "git": git_state()}
+    if JSON_PATH.exists() and not args.quick:  # keep parts not rerun
+        old = json.loads(JSON_PATH.read_text())
+        res.update({k: v for k, v in old.items() if k.startswith("part_")})
+    parts = {"a": part_a, "b": part_b}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # convergence notes of the peers' fits
+        for p in args.parts.split(","):
+            print(f"part ({p})", flush=True)
+            res[f"part_{p}"] = parts[p](cfg)
+            res["loadavg_after"] = load_average()
+            res["wall_s"] = time.perf_counter() - t_run
+            if not args.quick:
+                JSON_PATH.write_text(json.dumps(res, indent=2, default=float) + "\n")
+    section = render(res)
+    print("\n" + section)
+    if not args.quick:
+        write_section(MD_PATH, SECTION, MD_HEADER, section)
+        print(f"wrote {JSON_PATH.name} and {MD_PATH.name}")
+
+
+if __name__ == "__main__":
+    main()
