@@ -9,7 +9,7 @@ from scipy.linalg import lapack
 from ._threads import blas_threads_for
 
 
-def solve_ridge(K, Y, alpha, return_inv_diag=False):
+def solve_ridge(K, Y, alpha, return_inv_diag=False, overwrite_k=False, psd=False):
     """Solve ``(K + alpha I) C = Y`` for symmetric positive semi-definite ``K``.
 
     Cholesky in float64 of ``K + alpha I`` equilibrated to a unit diagonal (rows of
@@ -23,7 +23,7 @@ def solve_ridge(K, Y, alpha, return_inv_diag=False):
     Parameters
     ----------
     K : ndarray of shape (n, n), float64
-        Not modified.
+        Not modified, unless ``overwrite_k``.
     Y : ndarray of shape (n,) or (n, k)
     alpha : float or ndarray of shape (k,)
         Ridge penalty, >= 0; one per column of ``Y`` when an array.
@@ -46,7 +46,7 @@ def solve_ridge(K, Y, alpha, return_inv_diag=False):
         If the solution is not finite.
     """
     with blas_threads_for(K.shape[0]):  # the one thread-count rule (utils._threads)
-        return _solve_ridge(K, Y, alpha, return_inv_diag)
+        return _solve_ridge(K, Y, alpha, return_inv_diag, overwrite_k, psd)
 
 
 def _inv_diag(factor, s):
@@ -71,44 +71,99 @@ def _inv_diag(factor, s):
     return d * s * s
 
 
-def _solve_ridge(K, Y, alpha, return_inv_diag=False):
+def _solve_ridge(K, Y, alpha, return_inv_diag=False, overwrite_k=False, psd=False):
     alphas = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
     n = K.shape[0]
     if np.all(alphas == alphas[0]):
-        A = np.array(K, dtype=np.float64, order="F", copy=True)
-        A.flat[:: n + 1] += alphas[0]
-        # Equilibrate to a unit diagonal first: Cholesky's accuracy depends on the condition
-        # of D^-1/2 A D^-1/2, not of A (van der Sluis), so sample weights of 1e14 or rows of
-        # very different norms are solved exactly where A's own condition estimate is huge
-        d = np.diag(A).copy()
+        a0 = float(alphas[0])
+        d = np.diag(K) + a0  # the diagonal of K + alpha I (a copy)
         if np.all(d > 0) and np.all(np.isfinite(d)):
+            A = _workspace(K, overwrite_k)
+            Af = A if A.flags.f_contiguous else A.T  # the same symmetric matrix, for LAPACK
+            # Equilibrate to a unit diagonal first: Cholesky's accuracy depends on the condition
+            # of D^-1/2 A D^-1/2, not of A (van der Sluis), so sample weights of 1e14 or rows of
+            # very different norms are solved exactly where A's own condition estimate is huge.
+            # A constant diagonal (stationary kernels, no weights) needs no scaling.
             s = 1.0 / np.sqrt(d)
-            A *= s[:, None]
-            A *= s[None, :]
-            anorm = float(np.abs(A).sum(axis=0).max())  # 1-norm, for the condition estimate
+            scaled = bool(d.max() != d.min())
+            _shift_scale(Af, a0, s if scaled else None)
+            s = s if scaled else np.ones(n)
+            anorm = float(lapack.dlange("1", Af))  # 1-norm, for the condition estimate
             try:
-                factor = linalg.cho_factor(A, overwrite_a=True, check_finite=False)
-                # A factorization that succeeds on a numerically singular matrix returns
-                # huge, wrong coefficients: estimate the reciprocal condition number (LAPACK
-                # pocon, O(n^2)) and take the stable path below when it is at round-off level
-                rcond, info = lapack.dpocon(factor[0], anorm, uplo="L" if factor[1] else "U")
-                if info == 0 and rcond > n * np.finfo(np.float64).eps:
+                factor = linalg.cho_factor(Af, overwrite_a=True, check_finite=False)
+                if _well_conditioned(factor, anorm, a0 * float(np.min(s * s)), n, psd):
                     sY = s if Y.ndim == 1 else s[:, None]
                     C = sY * linalg.cho_solve(factor, sY * Y, check_finite=False)
                     if np.all(np.isfinite(C)):
                         if not return_inv_diag:
                             return C
-                        d = _inv_diag(factor, s)
-                        if d is not None and np.all(np.isfinite(d)):
-                            return C, d
+                        dinv = _inv_diag(factor, s)
+                        if dinv is not None and np.all(np.isfinite(dinv)):
+                            return C, dinv
             except linalg.LinAlgError:
                 pass
+            if A is K:  # rebuild K from the triangle that the factorization left untouched
+                _restore(Af, a0, s, d)
         warnings.warn(
             f"K + alpha*I is singular or not numerically positive definite (alpha="
             f"{alphas[0]:g}); using the minimum-norm least-squares solution from an "
             "eigendecomposition instead. Increase alpha to regularise.",
             linalg.LinAlgWarning, stacklevel=4)
     return _min_norm_solve(K, Y, alphas, return_inv_diag)
+
+
+def _workspace(K, overwrite_k):
+    """``K`` itself where it may be overwritten (float64, contiguous, writeable), else a
+    copy in its own memory order (a symmetric matrix needs no transposition)."""
+    if (overwrite_k and isinstance(K, np.ndarray) and K.dtype == np.float64
+            and K.flags.writeable and (K.flags.c_contiguous or K.flags.f_contiguous)):
+        return K
+    K = np.asarray(K, dtype=np.float64)
+    return np.array(K, order="F" if K.flags.f_contiguous else "C", copy=True)
+
+
+def _shift_scale(Af, a0, s, rows=256):
+    """In place: ``Af += a0 I``, then ``Af = S Af S`` (``s`` None: no scaling), one pass
+    over column blocks."""
+    n = Af.shape[0]
+    idx = np.arange(n)
+    Af[idx, idx] += a0
+    if s is None:
+        return
+    for j0 in range(0, n, rows):
+        j1 = min(n, j0 + rows)
+        Af[:, j0:j1] *= s[:, None] * s[None, j0:j1]
+
+
+def _well_conditioned(factor, anorm, lam_lo, n, psd):
+    """Whether the equilibrated ``A`` (factored) is far from numerical singularity:
+    reciprocal condition above ``n * eps``.
+
+    For a positive semi-definite ``K`` the smallest eigenvalue of ``S (K + alpha I) S``
+    is at least ``lam_lo = alpha min(s^2)`` and ``||A^-1||_1 <= sqrt(n) / lam_lo``, so
+    ``rcond >= lam_lo / (sqrt(n) ||A||_1)``: when that bound clears ``n * eps`` with a
+    margin of 100 (round-off in ``K``'s evaluation), no estimate is needed. Otherwise
+    (or for a kernel not known to be PSD) LAPACK pocon estimates it (O(n^2), a few
+    triangular solves)."""
+    eps = np.finfo(np.float64).eps
+    if psd and lam_lo > 100.0 * n * eps * np.sqrt(n) * anorm:
+        return True
+    rcond, info = lapack.dpocon(factor[0], anorm, uplo="L" if factor[1] else "U")
+    return info == 0 and rcond > n * eps
+
+
+def _restore(Af, a0, s, d):
+    """Undo :func:`_shift_scale` and a (failed) factorization on ``Af``: LAPACK wrote
+    the upper triangle only, the strict lower one still holds ``S (K + a0 I) S``."""
+    n = Af.shape[0]
+    for j0 in range(0, n, 256):  # strict lower triangle, unscaled, then mirrored
+        j1 = min(n, j0 + 256)
+        Af[:, j0:j1] /= s[:, None] * s[None, j0:j1]
+    low = np.tril(Af, -1)
+    Af[...] = low
+    Af += low.T
+    idx = np.arange(n)
+    Af[idx, idx] = d - a0
 
 
 def _min_norm_solve(K, Y, alphas, return_inv_diag=False):
@@ -134,3 +189,23 @@ def _min_norm_solve(K, Y, alphas, return_inv_diag=False):
     if return_inv_diag:
         return C, (V * V) @ inv  # diag of the pseudo-inverse, per column
     return C
+
+
+def weighted_kernel(K, sw, owned=False):
+    """``S K S`` with ``S = diag(sw)`` (``sw`` None: ``K``) for :func:`solve_ridge`, and
+    whether the result may be its workspace (``overwrite_k``).
+
+    ``owned``: the caller needs ``K`` no more (a matrix it computed itself), so the rows
+    are weighted in place (one column block at a time) rather than into a new matrix.
+    """
+    if sw is None:
+        return K, owned
+    if not owned:
+        K = K * sw[:, None]
+    for j0 in range(0, K.shape[1], 256):
+        j1 = min(K.shape[1], j0 + 256)
+        if owned:
+            K[:, j0:j1] *= sw[:, None] * sw[None, j0:j1]
+        else:
+            K[:, j0:j1] *= sw[None, j0:j1]
+    return K, True
