@@ -54,6 +54,13 @@ STATE_SPECS = {
     "KernelRidgeClassifierCV": (lambda: kk.KernelRidgeClassifierCV(alphas=(0.01, 1.0),
                                                                    kernel="rbf", gamma=0.5),
                                 "clf", ("alphas", (-1.0,)), "w"),
+    "KernelRidge-intercept": (lambda: kk.KernelRidge(gamma=0.5, fit_intercept=True), "reg",
+                              ("fit_intercept", "yes"), "w"),
+    "KernelRidgeClassifier-intercept": (lambda: kk.KernelRidgeClassifier(
+        kernel="rbf", gamma=0.5, fit_intercept=True), "clf", ("fit_intercept", 1), "w"),
+    "KernelRidgeCV-intercept": (lambda: kk.KernelRidgeCV(
+        alphas=(0.01, 1.0), kernel="rbf", gamma=0.5, fit_intercept=True), "reg",
+        ("fit_intercept", "no"), "w"),
     "NTKRidge": (kk.NTKRidge, "reg", ("alpha", -1.0), "wn"),
     "NTKRidgeClassifier": (kk.NTKRidgeClassifier, "clf", ("alpha", -1.0), "wn"),
     "InfiniteWidthRegressor": (kk.InfiniteWidthRegressor, "gp", ("depth", 0), "n"),
