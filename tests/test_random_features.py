@@ -189,6 +189,51 @@ def test_fwht_twins_agree_with_the_hadamard_matrix():
     np.testing.assert_allclose(a.fit_transform(X), b.fit_transform(X), atol=1e-12)
 
 
+@pytest.mark.parametrize("variant", ["sincos", "random_phase"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_fused_structured_map_equals_the_reference(variant, dtype):
+    """The compiled SORF map (fused transforms + own sin/cos) equals the NumPy path."""
+    pytest.importorskip("numba")
+    from kernelkit.random_features import _loops_numba
+
+    X = _rows(n=40, d=27, scale=3.0).astype(dtype)
+    kw = dict(gamma=2.0, variant=variant, sampling="structured", random_state=3)
+    a = RandomFourierFeatures(130, backend="numba", **kw).fit(X)
+    b = RandomFourierFeatures(130, backend="numpy", **kw).fit(X)
+    Za, Zb = a.transform(X), b.transform(X)
+    assert Za.dtype == Zb.dtype == dtype
+    np.testing.assert_allclose(Za, Zb, rtol=0, atol=1e-14 if dtype == np.float64 else 1e-7)
+    # huge projections (far beyond the three-part reduction) fall back to libm
+    Xbig = X[:3].astype(np.float64) * 1e7
+    offset = getattr(b, "random_offset_", np.empty(0))
+    out_a = np.empty((3, b.n_features_out_))
+    out_b = np.empty((3, b.n_features_out_))
+    _loops_numba.sorf_features(Xbig, b.signs_, b.radii_, offset, out_a)
+    _loops.sorf_features(Xbig, b.signs_, b.radii_, offset, out_b)
+    np.testing.assert_allclose(out_a, out_b, rtol=0, atol=1e-12)
+
+
+def test_compiled_sincos_matches_libm():
+    pytest.importorskip("numba")
+    import numba as nb
+
+    from kernelkit.random_features._loops_numba import _sincos
+
+    @nb.njit
+    def both(x):
+        s, c = np.empty_like(x), np.empty_like(x)
+        for i in range(x.shape[0]):
+            s[i], c[i] = _sincos(x[i])
+        return s, c
+
+    x = np.concatenate([np.linspace(-20, 20, 10_001), np.array([0.0, np.pi / 4, np.pi / 2,
+                        -np.pi, 3 * np.pi / 4, 1e3 + 0.5, -5e5 - 0.25, 9.9e5])])
+    s, c = both(x)
+    tol = 4e-16 * np.maximum(1.0, np.abs(x))  # the reduction's rounding grows with |x|
+    assert np.all(np.abs(s - np.sin(x)) <= tol)
+    assert np.all(np.abs(c - np.cos(x)) <= tol)
+
+
 # ---------------------------------------------------------------- network features
 
 @pytest.mark.parametrize("depth", [1, 2])

@@ -178,28 +178,13 @@ class RandomFourierFeatures(RandomFeatureMap):
         n_blocks, _, pad = self.signs_.shape
         return (n_blocks + 2) * pad  # the projections, the padded block and one transform
 
-    def _project(self, X):
-        """``X W`` of a row block, float64 of shape (rows, m)."""
-        if self._sampling != "structured":
-            return np.asarray(X @ self.random_weights_, dtype=np.float64)
-        fwht = select_loops(__package__, self.backend_).fwht
-        n_blocks, _, pad = self.signs_.shape
-        P = np.zeros((X.shape[0], pad))
-        P[:, : X.shape[1]] = dense_block(X)
-        proj = np.empty((X.shape[0], n_blocks * pad))
-        for k in range(n_blocks):
-            Y = P * self.signs_[k, 2]  # x -> H D1 H D2 H D3 x, one transform per H
-            fwht(Y)
-            Y *= self.signs_[k, 1]
-            fwht(Y)
-            Y *= self.signs_[k, 0]
-            proj[:, k * pad:(k + 1) * pad] = fwht(Y)
-        proj = proj[:, : self._n_freq]
-        proj *= self.radii_ / pad**1.5  # three unnormalised transforms: H = H_p / sqrt(p)
-        return proj
-
     def _transform_block(self, X, out):
-        proj = self._project(X)
+        if self._sampling == "structured":  # fused: transforms, scaling and cos/sin
+            offset = getattr(self, "random_offset_", np.empty(0))
+            select_loops(__package__, self.backend_).sorf_features(
+                dense_block(X), self.signs_, self.radii_, offset, out)
+            return
+        proj = np.asarray(X @ self.random_weights_, dtype=np.float64)
         m = self._n_freq
         if self._variant == "sincos":
             np.cos(proj, out=out[:, :m], casting="same_kind")
