@@ -106,10 +106,11 @@ def pair_ops(layers, shape):
     h, w, c = shape
     flops, acts = 2 * sq(h * w) * c, 0
     for code, f, pb, hi, wi, ho, wo, _ in prog:
-        if code == CONV:  # in-range window terms per output, both states; affine updates
-            th = sum(min(ho, hi + pb - u) - max(0, pb - u) for u in range(f))
-            tw = sum(min(wo, wi + pb - v) - max(0, pb - v) for v in range(f))
-            flops += 2 * sq(th * tw) + 4 * sq(ho * wo)
+        if code == CONV:  # in-range window terms (both images share the offset), both
+            # states, then the affine updates
+            th = sum(sq(min(ho, hi + pb - u) - max(0, pb - u)) for u in range(f))
+            tw = sum(sq(min(wo, wi + pb - v) - max(0, pb - v)) for v in range(f))
+            flops += 2 * th * tw + 4 * sq(ho * wo)
         elif code == POOL:
             flops += 2 * sq(ho * wo) * (f**4 + 1)
         else:  # activation: one evaluation per state element, the NTK's product apart

@@ -105,6 +105,9 @@ def _conv(S, out, f, pb, hi, wi, ho, wo, full):
     stays in cache and each input row is read from cache ``f**2`` times.
     """
     Pi, Po = hi * wi, ho * wo
+    if full and f == 3:
+        _conv3_full(S, out, pb, hi, wi, ho, wo)
+        return
     if not full:
         out[:Po] = 0.0
         for u in range(f):
@@ -115,23 +118,81 @@ def _conv(S, out, f, pb, hi, wi, ho, wo, full):
                         out[i * wo + j] += S[(i + u - pb) * wi + j + v - pb]
         return
     for p1 in range(Po):
-        i1, j1 = p1 // wo, p1 % wo
-        o = p1 * Po
-        out[o:o + Po] = 0.0
-        for u in range(f):
-            a1 = i1 + u - pb
-            if a1 < 0 or a1 >= hi:
+        _conv_row(S, out, p1, f, pb, hi, wi, ho, wo)
+
+
+@nb.njit(inline="always", cache=True)
+def _conv_row(S, out, p1, f, pb, hi, wi, ho, wo):
+    """One row (``p1``) of a full-state convolution: offset by offset over the row."""
+    Pi, Po = hi * wi, ho * wo
+    i1, j1 = p1 // wo, p1 % wo
+    o = p1 * Po
+    out[o:o + Po] = 0.0
+    for u in range(f):
+        a1 = i1 + u - pb
+        if a1 < 0 or a1 >= hi:
+            continue
+        for v in range(f):
+            c1 = j1 + v - pb
+            if c1 < 0 or c1 >= wi:
                 continue
-            for v in range(f):
-                c1 = j1 + v - pb
-                if c1 < 0 or c1 >= wi:
-                    continue
-                r = (a1 * wi + c1) * Pi
-                lo, up = max(0, pb - v), min(wo, wi + pb - v)
-                for i2 in range(max(0, pb - u), min(ho, hi + pb - u)):
-                    oo, s = o + i2 * wo, r + (i2 + u - pb) * wi + v - pb
-                    for j2 in range(lo, up):
-                        out[oo + j2] += S[s + j2]
+            r = (a1 * wi + c1) * Pi
+            lo, up = max(0, pb - v), min(wo, wi + pb - v)
+            for i2 in range(max(0, pb - u), min(ho, hi + pb - u)):
+                oo, s = o + i2 * wo, r + (i2 + u - pb) * wi + v - pb
+                for j2 in range(lo, up):
+                    out[oo + j2] += S[s + j2]
+
+
+@nb.njit(inline="always", cache=True)
+def _window(S, i1, j1, i2, j2, u0, u1, va, vb, pb, wi, Pi):
+    """One output of a full-state convolution, its terms in the reference's order."""
+    acc = 0.0
+    for u in range(u0, u1):
+        r = ((i1 + u - pb) * wi + j1 - pb) * Pi + (i2 + u - pb) * wi + j2 - pb
+        for v in range(max(va, pb - j2), min(vb, wi + pb - j2)):
+            acc += S[r + v * Pi + v]
+    return acc
+
+
+@nb.njit(nogil=True, cache=True)
+def _conv3_full(S, out, pb, hi, wi, ho, wo):
+    """:func:`_conv` of a 3x3 filter on the full state, the nine terms of each output at once.
+
+    Where all nine offsets are inside both maps (the interior of an output row) the
+    sum runs over a contiguous run of outputs with the terms in registers (one store
+    per output instead of nine read-modify-writes); the edges add their in-range terms
+    one output at a time. Each output sums the same terms in the same (row, column)
+    offset order as :func:`_conv`, so the results are equal.
+    """
+    Pi, Po = hi * wi, ho * wo
+    jlo, jhi = min(wo, pb), max(min(wo, pb), min(wo, wi + pb - 2))
+    for p1 in range(Po):
+        i1, j1 = p1 // wo, p1 % wo
+        ua, ub = max(0, pb - i1), min(3, hi + pb - i1)
+        va, vb = max(0, pb - j1), min(3, wi + pb - j1)
+        if not (ua == 0 and ub == 3 and va == 0 and vb == 3):  # an edge pixel of image 1
+            _conv_row(S, out, p1, 3, pb, hi, wi, ho, wo)
+            continue
+        for i2 in range(ho):
+            oo = p1 * Po + i2 * wo
+            u0, u1 = max(ua, pb - i2), min(ub, hi + pb - i2)
+            if u0 == 0 and u1 == 3:
+                b0 = ((i1 - pb) * wi + j1 - pb) * Pi + (i2 - pb) * wi - pb
+                b1, b2 = b0 + wi * Pi + wi, b0 + 2 * (wi * Pi + wi)
+                d1, d2 = Pi + 1, 2 * (Pi + 1)
+                for j2 in range(jlo, jhi):
+                    out[oo + j2] = (((((((((0.0 + S[b0 + j2]) + S[b0 + d1 + j2])
+                                         + S[b0 + d2 + j2]) + S[b1 + j2]) + S[b1 + d1 + j2])
+                                      + S[b1 + d2 + j2]) + S[b2 + j2]) + S[b2 + d1 + j2])
+                                    + S[b2 + d2 + j2])
+                for j2 in range(jlo):
+                    out[oo + j2] = _window(S, i1, j1, i2, j2, 0, 3, 0, 3, pb, wi, Pi)
+                for j2 in range(jhi, wo):
+                    out[oo + j2] = _window(S, i1, j1, i2, j2, 0, 3, 0, 3, pb, wi, Pi)
+            else:
+                for j2 in range(wo):
+                    out[oo + j2] = _window(S, i1, j1, i2, j2, u0, u1, va, vb, pb, wi, Pi)
 
 
 @nb.njit(nogil=True, cache=True)
