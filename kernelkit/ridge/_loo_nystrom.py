@@ -130,11 +130,14 @@ class NystromRidge:
             self.U0 = u - Q @ self.Qtu
 
     def _v(self, alpha):
-        """``v = (I - H0) u`` and ``v^T u`` (None without an intercept)."""
+        """``v = (I - H0) u`` and ``v^T u`` (None without an intercept); the last alpha's
+        kept (the intercept, residuals and leverages of one alpha all read it)."""
         if self.u is None:
             return None, None
-        v = self.U0 + self.Q @ (self._w(alpha) * self.Qtu)
-        return v, float(v @ self.u)
+        if getattr(self, "_v_last", (None,))[0] != alpha:
+            v = self.U0 + self.Q @ (self._w(alpha) * self.Qtu)
+            self._v_last = (alpha, v, float(v @ self.u))
+        return self._v_last[1:]
 
     def intercept(self, alpha):
         """The intercept per target (zeros without one)."""
