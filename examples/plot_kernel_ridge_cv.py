@@ -61,7 +61,7 @@ print(f"test MSE of predict(): "
 # The two curves, the selection marked
 fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
 for k, g in enumerate(gammas):
-    for ax, err in zip(axes, (loo_mse, test_mse)):
+    for ax, err in zip(axes, (loo_mse, test_mse), strict=True):
         ax.semilogx(alphas, err[k], color=f"C{k}", label=f"gamma = {g:g}")
 for ax, err, title in zip(axes, (loo_mse, test_mse),
                           ("leave-one-out (training patients)", "held-out patients")):

@@ -10,8 +10,7 @@ from numpy.testing import assert_allclose
 from sklearn.metrics.pairwise import rbf_kernel
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from kernelkit import (KernelRidge, KernelRidgeClassifier, KernelRidgeClassifierCV,
-                       KernelRidgeCV)
+from kernelkit import KernelRidge, KernelRidgeClassifier, KernelRidgeClassifierCV, KernelRidgeCV
 
 GAMMA = 0.3
 

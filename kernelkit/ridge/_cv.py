@@ -25,7 +25,8 @@ from ._cv_grid import KernelGrid, _allowed_names, check_param_grid, ridge_params
 from ._cv_scoring import (GivenClassifier, GivenRegressor, check_alphas, check_cv_param,
                           squared_units, weight_params)
 from ._cv_search import (SEARCH_ATTRS, SEARCH_DOC, SEARCH_RAISES, check_gamma_search,
-                         check_solver, fold_model, resolve_solver, search_log_gamma, select_centers)
+                         check_solver, fold_model, resolve_solver, search_log_gamma,
+                         select_centers)
 from ._falkon import FalkonClassifier, FalkonRegressor
 from ._kernel_ridge import _SPARSE, KernelRidge, KernelRidgeClassifier
 from ._loo import EigenRidge, loo_predictions, weighted
