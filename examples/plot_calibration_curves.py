@@ -85,7 +85,7 @@ def ece(confidence, correct, n_bins=15):
 
 fig, (ax_curve, ax_hist) = plt.subplots(1, 2, figsize=(12, 5.2))
 ax_curve.plot([0, 1], [0, 1], color="0.6", linestyle=":", label="perfectly calibrated")
-for (name, (confidence, correct, loss, fit_s)), marker in zip(results.items(), "osD^"):
+for (name, (confidence, correct, loss, fit_s)), marker in zip(results.items(), "osD^", strict=True):
     frac, mean_conf = calibration_curve(correct, confidence, n_bins=8, strategy="uniform")
     ax_curve.plot(mean_conf, frac, marker=marker,
                   label=f"{name}\nlog-loss {loss:.3f}, ECE {ece(confidence, correct):.3f}")
