@@ -103,21 +103,26 @@ def test_default_is_sklearn_kernel_ridge():
 def test_classifier_decision_and_exact_loo(weighted):
     X, y, w = _data()
     labels = np.digitize(y, np.quantile(y, [0.3, 0.7]))  # three classes
+    if weighted:
+        w[5] = 0.0  # a zero-weight row: out of the fit, its value is the fit's own
     w = w if weighted else None
     ww = np.ones(len(y)) if w is None else w
+    live = ww > 0
     K = rbf_kernel(X, gamma=GAMMA)
     clf = KernelRidgeClassifier(0.1, kernel="precomputed", fit_intercept=True,
                                 solver="cholesky")
     clf.fit(K, labels, sample_weight=w)
     Y = np.where(labels[:, None] == np.arange(3), 1.0, -1.0)
+    rows, dec = clf._fit_targets(K.copy(), Y, w, oos=True)
     for j in range(3):
-        c, b = _bordered(K, Y[:, j], ww, 0.1)
+        c, b = _bordered(K[np.ix_(live, live)], Y[live, j], ww[live], 0.1)
         assert_allclose(clf.intercept_[j], b, rtol=1e-8)
-        assert_allclose(clf.decision_function(K[:9])[:, j], K[:9] @ c + b, rtol=1e-8)
+        assert_allclose(clf.decision_function(K[:9])[:, j], K[:9, live] @ c + b, rtol=1e-8)
+        if weighted:
+            assert_allclose(dec[5, j], K[5, live] @ c + b, rtol=1e-8)
     # the calibration's leave-one-out values: explicit bordered refits without row i
-    rows, dec = clf._fit_targets(K, Y, w, oos=True)
     for i in (0, 17, 101):
-        keep = np.arange(len(y)) != i
+        keep = (np.arange(len(y)) != i) & live
         for j in range(3):
             c, b = _bordered(K[np.ix_(keep, keep)], Y[keep, j], ww[keep], 0.1)
             assert_allclose(dec[i, j], K[i, keep] @ c + b, rtol=1e-8, atol=1e-10)
