@@ -496,3 +496,67 @@ def test_ridge_bad_input():
     with pytest.raises(ValueError, match="balanced"):
         RandomFeaturesClassifier(class_weight="balanced").partial_fit(X, y > 0,
                                                                       classes=[False, True])
+
+
+# ---------------------------------------------------------- Gram factored in place
+
+@pytest.mark.parametrize("D", [5, 700])  # 700: more than one column block of the passes
+def test_gram_factored_in_place_solves_and_restores(D):
+    from kernelkit.random_features import _gram
+
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(D + 30, D)) * rng.uniform(0.1, 10.0, D)  # unequal diagonal
+    w = rng.uniform(0.0, 3.0, D + 30)
+    G = _gram.new_gram(D)
+    _gram.add_rows(G, Z[:20], w[:20])
+    _gram.add_rows(G, Z[20:], w[20:])
+    _gram.symmetrize(G)
+    exact = Z.T @ (w[:, None] * Z)
+    np.testing.assert_allclose(G, exact, rtol=1e-12, atol=1e-10 * np.abs(exact).max())
+    kept = G.copy()
+    B = rng.normal(size=(D, 3))
+    A = exact + 0.7 * np.eye(D)
+    with _gram.factored(G, 0.7) as f:
+        assert isinstance(f, _gram._Cholesky)
+        C = f.solve(B)
+        q = f.quad(Z[:9])
+    np.testing.assert_array_equal(G, kept)  # rebuilt exactly from the untouched triangle
+    np.testing.assert_allclose(C, np.linalg.solve(A, B), rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(q, np.einsum("ij,ij->i", Z[:9] @ np.linalg.inv(A), Z[:9]),
+                               rtol=1e-8)
+
+
+@pytest.mark.parametrize("G", [np.diag([4.0, 1.0, -3.0]) + 0.1,  # negative diagonal
+                               np.array([[1.0, 3.0, 0.0], [3.0, 1.0, 0.0], [0.0, 0.0, 2.0]])])
+def test_gram_factored_falls_back_on_an_indefinite_matrix_and_restores_it(G):
+    from scipy.linalg import LinAlgWarning
+
+    from kernelkit.random_features import _gram
+
+    G = np.asfortranarray(G)  # the second one fails in the Cholesky factorization itself
+    kept = G.copy()
+    B = np.array([[1.0], [2.0], [3.0]])
+    with pytest.warns(LinAlgWarning), _gram.factored(G, 0.5) as f:
+        assert isinstance(f, _gram._Fallback)
+        C = f.solve(B)
+        q = f.quad(np.eye(3))
+    np.testing.assert_array_equal(G, kept)
+    np.testing.assert_allclose(C, np.linalg.solve(kept + 0.5 * np.eye(3), B), rtol=1e-10,
+                               atol=1e-12)
+    np.testing.assert_allclose(q, np.diag(np.linalg.inv(kept + 0.5 * np.eye(3))), rtol=1e-10,
+                               atol=1e-12)
+
+
+def test_foreign_transformer_blocks_are_copied_not_overwritten():
+    """An identity transformer hands back views of X: the in-place fit must not touch X."""
+    from sklearn.preprocessing import FunctionTransformer
+
+    rng = np.random.default_rng(1)
+    X, y = rng.normal(size=(60, 4)), rng.integers(0, 3, 60)
+    X0 = X.copy()
+    w = rng.uniform(0.5, 2.0, 60)
+    clf = RandomFeaturesClassifier(FunctionTransformer(), alpha=0.3).fit(X, y, sample_weight=w)
+    np.testing.assert_array_equal(X, X0)
+    Y = np.where(y[:, None] == np.arange(3), 1.0, -1.0)
+    ref = Ridge(alpha=0.3, fit_intercept=False).fit(X0, Y, sample_weight=w)
+    np.testing.assert_allclose(clf.coef_, ref.coef_, rtol=1e-9, atol=1e-12)

@@ -1,7 +1,5 @@
 """One-vs-all ridge classification on random features, calibrated by leave-one-out."""
 
-import warnings
-
 import numpy as np
 from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.class_weight import compute_sample_weight
@@ -9,7 +7,6 @@ from sklearn.utils.multiclass import check_classification_targets
 
 from ..utils._calibration import fit_temperature, predict_log_proba_from
 from ..utils._classes import OneVsAllClassifierMixin
-from ..utils._linalg import solve_ridge
 from ..utils._state import atomic
 from ._ridge import _PARAMS, _blocks, _RandomFeaturesRidge
 
@@ -17,12 +14,13 @@ _CALIBRATION_ROWS = 10_000  # partial_fit: the most recent out-of-sample rows ke
 _LEVERAGE_ONE = 1e-10  # 1 - h_ii below this: the row is interpolated, its LOO undefined
 
 
-def loo_decisions(fmap, X, Y, w, G, C, alpha, D):
+def loo_decisions(fmap, X, Y, w, factor, C, D):
     """Exact leave-one-out decision values of ridge on features, block by block.
 
     With ``A = Z^T W Z + alpha I``, ``h_i = w_i z_i^T A^-1 z_i`` and ``f_i = z_i^T C``, the
     fit without row ``i`` predicts ``(f_i - h_i y_i) / (1 - h_i)`` there (the weighted
-    form of the classical identity; the ``D x D`` inverse comes from the same solve).
+    form of the classical identity); ``factor.quad`` gives ``z_i^T A^-1 z_i`` from the
+    factorization of the solve (:func:`kernelkit.random_features._gram.factored`).
 
     Returns
     -------
@@ -30,14 +28,12 @@ def loo_decisions(fmap, X, Y, w, G, C, alpha, D):
     usable : ndarray of shape (n,), bool
         False where ``1 - h_i`` is at round-off level (the row is interpolated).
     """
-    with warnings.catch_warnings():  # a singular system has already warned in the fit
-        warnings.simplefilter("ignore")
-        Ainv = solve_ridge(G, np.eye(D), alpha)
     loo, usable = np.empty(Y.shape), np.empty(len(Y), dtype=bool)
     for r0, r1, Z in _blocks(fmap, X, D):
-        h = w[r0:r1] * np.einsum("ij,ij->i", Z @ Ainv, Z)
+        f = Z @ C
+        h = w[r0:r1] * factor.quad(Z, overwrite_z=True)  # the block is ours: overwritten
         keep = 1.0 - h > _LEVERAGE_ONE
-        loo[r0:r1] = (Z @ C - h[:, None] * Y[r0:r1]) / np.where(keep, 1.0 - h, 1.0)[:, None]
+        loo[r0:r1] = (f - h[:, None] * Y[r0:r1]) / np.where(keep, 1.0 - h, 1.0)[:, None]
         usable[r0:r1] = keep
     return loo, usable
 
@@ -132,8 +128,8 @@ class RandomFeaturesClassifier(OneVsAllClassifierMixin, _RandomFeaturesRidge):
         binarizer = LabelBinarizer(neg_label=-1, pos_label=1).fit(y)
         Y, w, idx = self._encode(y, w, binarizer, streaming=False)
         fmap, D = self._new_map(X)
-        G, B, C = self._fit_sums(X, Y, w, alpha, fmap, D)
-        loo, usable = loo_decisions(fmap, X, Y, w, G, C, alpha, D)
+        G, B, C, (loo, usable) = self._fit_sums(
+            X, Y, w, alpha, fmap, D, then=lambda f, C: loo_decisions(fmap, X, Y, w, f, C, D))
         self._commit(binarizer, fmap, G, B, C, (loo, idx, w, usable))
         return self
 
@@ -171,8 +167,9 @@ class RandomFeaturesClassifier(OneVsAllClassifierMixin, _RandomFeaturesRidge):
             binarizer, fmap = self._label_binarizer, self.features_
             D, G, B = self._coef.shape[0], self._gram, self._zty
         Y, w, idx = self._encode(y, w, binarizer, streaming=True)
-        G, B, C = self._fit_sums(X, Y, w, alpha, fmap, D, G, B)
-        loo, usable = loo_decisions(fmap, X, Y, w, G, C, alpha, D)
+        G, B, C, (loo, usable) = self._fit_sums(
+            X, Y, w, alpha, fmap, D, G, B,
+            then=lambda f, C: loo_decisions(fmap, X, Y, w, f, C, D))
         if not first:  # keep the recent rows' out-of-sample values
             old = self._calibration
             loo, idx, w, usable = (np.concatenate([a, b])[-_CALIBRATION_ROWS:]

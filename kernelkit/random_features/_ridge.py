@@ -10,29 +10,37 @@ import numpy as np
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, clone
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from ..utils._linalg import solve_ridge
 from ..utils._state import atomic
 from ..utils._validation import check_scalar_param
-from ._base import block_rows
+from ._base import RandomFeatureMap, block_rows
 from ._fourier import RandomFourierFeatures
+from ._gram import add_rows, factored, new_gram, symmetrize
 
 
 def _blocks(fmap, X, D):
-    """Feature blocks ``(r0, r1, Z)`` of ``X``, float64, within ``working_memory``."""
+    """Feature blocks ``(r0, r1, Z)`` of ``X``, float64, within ``working_memory``.
+
+    Each ``Z`` is the caller's to overwrite: kernelkit's maps write a new array; what
+    another transformer returns (perhaps a view of ``X``, or an array it keeps) is copied.
+    """
     n = X.shape[0]
     step = block_rows(3 * D, n)
+    ours = isinstance(fmap, RandomFeatureMap)
     for r0 in range(0, n, step):
         r1 = min(n, r0 + step)
-        yield r0, r1, np.asarray(fmap.transform(X[r0:r1]), dtype=np.float64)
+        Z = fmap.transform(X[r0:r1])
+        fresh = ours and isinstance(Z, np.ndarray) and Z.dtype == np.float64 and Z.flags.owndata
+        yield r0, r1, Z if fresh else np.array(Z, dtype=np.float64, order="C")
 
 
 def _accumulate(fmap, X, Y, w, D):
-    """``Z^T W Z`` and ``Z^T W Y`` over row blocks."""
-    G, B = np.zeros((D, D)), np.zeros((D, Y.shape[1]))
+    """``Z^T W Z`` (symmetric rank-k updates, Fortran order) and ``Z^T W Y`` over row
+    blocks."""
+    G, B = new_gram(D), np.zeros((D, Y.shape[1]))
     for r0, r1, Z in _blocks(fmap, X, D):
-        Zw = Z * w[r0:r1, None]
-        G += Z.T @ Zw
-        B += Zw.T @ Y[r0:r1]
+        B += Z.T @ (w[r0:r1, None] * Y[r0:r1])
+        add_rows(G, Z, w[r0:r1], overwrite_z=True)  # the block is ours: scaled in place
+    symmetrize(G)
     return G, B
 
 
@@ -65,11 +73,18 @@ class _RandomFeaturesRidge(BaseEstimator):
         w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
         return X, y, w
 
-    def _fit_sums(self, X, Y, w, alpha, fmap, D, G=None, B=None):
-        """Add the sums of ``(X, Y, w)`` to ``(G, B)`` and solve; returns locals only."""
+    def _fit_sums(self, X, Y, w, alpha, fmap, D, G=None, B=None, then=None):
+        """Add the sums of ``(X, Y, w)`` to ``(G, B)`` and solve; returns locals only.
+
+        ``then(factor, C)``, when given, runs while ``G + alpha I`` is factored (see
+        :func:`kernelkit.random_features._gram.factored`); its result is returned too.
+        """
         dG, dB = _accumulate(fmap, X, Y, w, D)
-        G, B = (dG, dB) if G is None else (G + dG, B + dB)
-        return G, B, solve_ridge(G, B, alpha)
+        G, B = (dG, dB) if G is None else (np.asfortranarray(G + dG), B + dB)
+        with factored(G, alpha) as factor:
+            C = factor.solve(B)
+            extra = None if then is None else then(factor, C)
+        return G, B, C, extra
 
     def _scores(self, X):
         check_is_fitted(self, "features_")
@@ -160,7 +175,7 @@ class RandomFeaturesRegressor(MultiOutputMixin, RegressorMixin, _RandomFeaturesR
         alpha = self._check_params()
         X, y, w = self._validate(X, y, sample_weight, reset=True)
         fmap, D = self._new_map(X)
-        G, B, C = self._fit_sums(X, y.reshape(len(y), -1), w, alpha, fmap, D)
+        G, B, C, _ = self._fit_sums(X, y.reshape(len(y), -1), w, alpha, fmap, D)
         self._commit(fmap, G, B, C, y.ndim)
         return self
 
@@ -194,7 +209,7 @@ class RandomFeaturesRegressor(MultiOutputMixin, RegressorMixin, _RandomFeaturesR
                 raise ValueError(f"y has {Y.shape[1]} target(s) of ndim {y.ndim}; the model "
                                  f"was fitted with {B.shape[1]} of ndim "
                                  f"{1 if self._y_1d else 2}.")
-        G, B, C = self._fit_sums(X, Y, w, alpha, fmap, D, G, B)
+        G, B, C, _ = self._fit_sums(X, Y, w, alpha, fmap, D, G, B)
         self._commit(fmap, G, B, C, y.ndim)
         return self
 
