@@ -204,3 +204,26 @@ def test_bad_fit_intercept_is_a_type_error_before_the_data():
                              if hasattr(est, "calibration") else {}))
 def test_sklearn_compatible_with_intercept(estimator, check):
     check(estimator)
+
+
+def test_auto_pcg_and_its_bail_out_keep_the_intercept(monkeypatch):
+    from kernelkit.ridge import _auto
+
+    X, Y, w = _data(1200, targets=2)
+    kw = dict(alpha=1e-2, kernel="rbf", gamma=GAMMA, fit_intercept=True, random_state=0)
+    monkeypatch.setattr(_auto, "cholesky_seconds", lambda *a, **k: 1e9)  # PCG chosen
+    m = KernelRidge(**kw).fit(X, Y, sample_weight=w)
+    ref = KernelRidge(solver="pcg", **kw).fit(X, Y, sample_weight=w)
+    assert m.solver_ == "pcg"
+    np.testing.assert_array_equal(m.intercept_, ref.intercept_)
+    np.testing.assert_array_equal(m.dual_coef_, ref.dual_coef_)
+    monkeypatch.undo()
+    # predicted cheap PCG, no patience at the first check: the exact Cholesky solution
+    monkeypatch.setattr(_auto, "estimated_iterations", lambda *a: 1.0)
+    monkeypatch.setattr(_auto, "_BAIL_MARGIN", 0.0)
+    kw["alpha"] = 1e-6
+    m = KernelRidge(**kw).fit(X, Y, sample_weight=w)
+    ref = KernelRidge(solver="cholesky", **kw).fit(X, Y, sample_weight=w)
+    assert m.solver_ == "cholesky"
+    np.testing.assert_array_equal(m.intercept_, ref.intercept_)
+    np.testing.assert_array_equal(m.dual_coef_, ref.dual_coef_)
