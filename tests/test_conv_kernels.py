@@ -137,6 +137,38 @@ def test_numba_equals_numpy(layers):
             assert_allclose(a, b, rtol=1e-13, atol=1e-16)
 
 
+
+def test_numba_acos_within_an_ulp_of_libm():
+    """The branch-free series arc-cosine of the relu rows, near the ends and in between."""
+    import math
+
+    import numba as nb
+
+    @nb.njit
+    def many(c):
+        return np.array([_conv_numba._acos(v) for v in c])
+
+    t = np.geomspace(1e-18, 1.0, 2000)
+    c = np.concatenate([np.linspace(-1.0, 1.0, 20001), 1.0 - t, t - 1.0, 0.5 + 1e-3 * t,
+                        0.5 - 1e-3 * t, -0.5 + 1e-3 * t, [0.0, -0.0, 0.5, -0.5]])
+    ref = np.array([math.acos(v) for v in c])
+    ulps = np.abs(many(c) - ref) / np.spacing(np.maximum(ref, 1e-300))
+    assert ulps.max() <= 2.0
+    assert many(np.array([1.0]))[0] == 0.0 and many(np.array([-1.0]))[0] == math.pi
+
+
+@pytest.mark.parametrize("side, pb", [(1, 1), (2, 1), (3, 1), (3, 0), (5, 0), (7, 1), (9, 1)])
+def test_numba_fused_3x3_convolution_equals_offset_passes(side, pb):
+    """The fused 3x3 full-state convolution sums each output's terms in the same order."""
+    rng = np.random.default_rng(side)
+    ho = side + 2 * pb - 2  # "same" (pb = 1) or "valid" (pb = 0)
+    S = rng.standard_normal(side**4) * 10.0 ** rng.integers(-8, 8, side**4)
+    fused, passes = np.full(side**4, np.nan), np.full(side**4, np.nan)
+    _conv_numba._conv3_full(S, fused, pb, side, side, ho, ho)
+    for p1 in range(ho * ho):
+        _conv_numba._conv_row(S, passes, p1, 3, pb, side, side, ho, ho)
+    assert_array_equal(fused[:ho**4], passes[:ho**4])
+
 def test_direct_recursion_without_layers_is_linear():
     """No hidden layer: a flatten read-out is w^2 x.y / (P C) + b^2 (the linear kernel
     of the flattened images), a GAP read-out w^2 sum(x) . sum(y) / (P^2 C); the NTK of
