@@ -20,7 +20,7 @@ from scipy.linalg import blas, lapack
 from ..utils._linalg import solve_ridge
 from ..utils._threads import blas_threads_for
 
-_BLOCK = 512  # columns per pass of the in-place triangle work
+_BLOCK = 256  # columns per pass of the in-place triangle work (D x 256 temporaries)
 
 
 def new_gram(D):
