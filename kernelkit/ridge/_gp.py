@@ -245,7 +245,10 @@ def ridge_predict_moments(est, X, return_std=False, return_cov=False):
     mean is the ridge prediction ``k(x, X) (K + alpha I)^{-1} y`` and the covariance
     ``k(x, x') - k(x, X) (K + alpha I)^{-1} k(X, x')``, the values of
     ``GaussianProcessRegressor(kernel, alpha=alpha, optimizer=None).predict``
-    (Rasmussen & Williams 2006, Algorithm 2.1). ``K + alpha I`` is factored once,
+    (Rasmussen & Williams 2006, Algorithm 2.1); with ``fit_intercept`` the model's
+    ``b`` is the estimate under a vague prior (their eq. 2.42), and the variance gains
+    ``(1 - 1^T K_a^-1 k_x)^2 / 1^T K_a^-1 1`` (``K_a = K + alpha W^-1``), the
+    covariance the outer product of those residuals. ``K + alpha I`` is factored once,
     on the first such call (O(n^3) time, one (n, n) float64 factor per distinct
     ``alpha`` held beside the model until it is refitted or freed); every call then
     computes the standard deviation in row blocks within ``working_memory``.
