@@ -159,18 +159,3 @@ def loo_predictions(ridge, residuals, Y, K, sw, alpha):
         else:
             out[~pos] = K[~pos] @ (ridge.dual(alpha) * sw[:, None]) + ridge.intercept(alpha)
     return out
-
-
-def bordered_intercept(K, Y, u, alpha):
-    """The intercept ``u^T G^-1 y / u^T G^-1 u`` of the bordered system, one Cholesky of
-    ``G = K + alpha I`` per distinct alpha (``alpha``: a float or one per target)."""
-    alphas = np.broadcast_to(np.asarray(alpha, dtype=np.float64), (Y.shape[1],))
-    b = np.empty(Y.shape[1])
-    n = K.shape[0]
-    for a in np.unique(alphas):
-        cols = alphas == a
-        with blas_threads_for(n):
-            cho = linalg.cho_factor(K + a * np.eye(n), check_finite=False)
-            S = linalg.cho_solve(cho, np.column_stack([Y[:, cols], u]), check_finite=False)
-        b[cols] = (u @ S[:, :-1]) / float(u @ S[:, -1])
-    return b
