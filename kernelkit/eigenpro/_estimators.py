@@ -16,7 +16,7 @@ from ..kernels import KernelOperator, make_kernel
 from ..utils._class_weight import row_weights
 from ..utils._state import atomic
 from ..utils._threads import blas_threads_for, single_blas_thread
-from ..utils._verbose import check_verbose
+from ..utils._verbose import Progress, check_verbose, flops
 from . import _solver as _ep
 from ._checks import (
     _ALGORITHMS,
@@ -300,6 +300,11 @@ class _BaseEigenPro(BaseEstimator):
             raise ValueError(f"n_components={q_req} must be < subsample_size={s}.")
         q_max = min(s - 1, max(1, s // 3), 1000) if q_req is None else q_req
         J = np.sort(rng.choice(p, s, replace=False))
+        progress = Progress(self, params["verbose"])
+        progress(f"{algorithm}: n={n}, d={X.shape[1]}, {p} centers; setting up the "
+                 f"preconditioner from s={s} rows (s x s kernel and its top eigenvectors, "
+                 f"~{flops(4 * s ** 3)})", q=q_max if q_req is not None else f"auto <= {q_max}",
+                 batch=params["batch_size"] or "auto", max_epochs=params["max_iter"])
 
         evaluator = KernelOperator(kernel, X.shape[1], backend)
         engine = evaluator.engine
@@ -367,6 +372,7 @@ class _BaseEigenPro(BaseEstimator):
                 params["damping"], 0.0, beta_z, None, batch_limit, None, p, "centers",
                 eta_scale=_ep.PROJECTION_ETA_SCALE, check=check_blocks(Z, s))
 
+        progress.done("preconditioner", q=P.q, batch=P.batch_size, eta=P.eta)
         period = None
         if algorithm == "ep4":
             # the authors' default: the auxiliary centers grow to as many points as the
@@ -381,6 +387,9 @@ class _BaseEigenPro(BaseEstimator):
         # the setup's random stream is that of earlier versions)
         mon = np.sort(rng.choice(n, min(n, MONITOR_SIZE), replace=False))
         op, owned_client = self._operator(evaluator, Z_dev, dtype)
+        if n * p * dtype.itemsize <= cache:  # cache_rows will hold them
+            progress(f"evaluating the {n} x {p} kernel rows to hold them "
+                     f"({n * p * dtype.itemsize / 2**20:.0f} MiB, ~{flops(2 * n * p * X.shape[1])})")
         try:
             solver = _ep.EigenProSolver(op, X_dev, Y_dev, P, algorithm, alpha, inner,
                                         params["projection_max_iter"], batch_rng, inner_rng,
@@ -391,6 +400,9 @@ class _BaseEigenPro(BaseEstimator):
             # costs one matrix product per epoch
             Xv = dev(X_val, X_val.dtype) if es else dev(X_train[mon], X_train.dtype)
             Kv = _ep.cache_rows(op, Xv, cache)
+            progress.done("setup", kernel_rows_held=solver.rows is not None,
+                          epochs=f"up to {params['max_iter']} of {-(-n // P.batch_size)} "
+                                 f"batches of {P.batch_size} x {p} kernel blocks")
 
             def forward(w):
                 return engine.to_host(op.forward(Xv, w) if Kv is None else Kv @ w)

@@ -12,6 +12,7 @@ from ..backend import resolve_backend
 from ..kernels import is_precomputed
 from ..utils._state import atomic
 from ..utils._validation import check_scalar_param
+from ..utils._verbose import Progress, check_verbose, flops
 from ._common import (
     _MIN_SAMPLER_QBAR,
     _SAMPLERS,
@@ -108,6 +109,9 @@ class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         Passed to SQUEAK.
     backend : {"auto", "numpy", "numba", "cupy"} or None, default=None
         Engine for the kernel evaluations; resolved in ``fit`` into ``backend_``.
+    verbose : int, default=0
+        0: silent; >= 1: what ``fit`` will do before it starts, then one line per stage
+        (regulariser, scores, columns) with its time; 2 also SQUEAK's blocks.
 
     Attributes
     ----------
@@ -164,7 +168,7 @@ class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
 
     def __init__(self, kernel="rbf", *, gamma=None, coef0=None, degree=None, kernel_params=None,
                  n_components=100, sampler="squeak", gamma_reg="auto", epsilon=0.5, qbar=2,
-                 random_state=None, n_jobs=None, backend=None):
+                 random_state=None, n_jobs=None, backend=None, verbose=0):
         self.kernel = kernel
         self.gamma = gamma
         self.coef0 = coef0
@@ -178,6 +182,7 @@ class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.backend = backend
+        self.verbose = verbose
 
     _precomputed = SQUEAK._precomputed
 
@@ -210,6 +215,7 @@ class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         _resolve_qbar(self.qbar, 2, eps, 0.1)  # parameters before data
         auto = isinstance(self.gamma_reg, str) and self.gamma_reg == "auto"
         gamma_reg = None if auto else _check_gamma_reg(self.gamma_reg)
+        progress = Progress(self, check_verbose(self.verbose))
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
         n = X.shape[0]
         if m > n:
@@ -223,6 +229,10 @@ class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         self.backend_ = resolve_backend(self.backend, X)
         kern, pts = _make_eval(self, X, kernel_params_default=(3, 1))
         rs = check_random_state(self.random_state)
+        progress(f"n={n}: {m} columns by {self.sampler} sampling"
+                 + ("" if self.sampler == "uniform" else ", from ridge leverage scores"
+                    + (" at a regulariser matched to d_eff = m / qbar" if auto else ""))
+                 + f", then the {m} x {m} kernel's eigendecomposition (~{flops(9 * m ** 3)})")
 
         if self.sampler == "uniform":
             idx = np.sort(rs.permutation(n)[:m])
@@ -233,8 +243,10 @@ class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             if auto:  # beyond the numerical rank, the rest of the budget goes uniformly
                 gamma_reg, d_reached = _match_gamma_reg(kern, pts, n, m / qbar, rs)
                 share = min(1.0, qbar * d_reached / m)
+                progress.done("regulariser", gamma_reg=gamma_reg)
             scores = self._scores(kern, pts, n, gamma_reg, eps, max(qbar, _MIN_SAMPLER_QBAR),
-                                  int(rs.randint(0, 2**31 - 1)))
+                                  int(rs.randint(0, 2**31 - 1)), progress)
+            progress.done("leverage scores", effective_dim=float(scores.sum()))
             idx, weights = _draw_columns(scores, m, X, rs, share)
 
         comp_pts = _take(pts, idx)
@@ -249,6 +261,7 @@ class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
                              "kernel and its parameters.")
         Vk = V[:, keep]
         self.normalization_ = (Vk / np.sqrt(lam[keep])) @ Vk.T * sw[None, :]
+        progress.done("columns and feature map", rank=int(keep.sum()))
         self.gamma_reg_ = None if scores is None else float(gamma_reg)
         self.leverage_scores_ = scores
         self.effective_dim_ = None if scores is None else float(scores.sum())
@@ -258,13 +271,13 @@ class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         self._n_features_out = m
         return self
 
-    def _scores(self, kern, pts, n, gamma_reg, eps, qbar, seed):
+    def _scores(self, kern, pts, n, gamma_reg, eps, qbar, seed, progress=None):
         """Every point's RLS estimate in [0, 1] from the chosen sampler."""
         if self.sampler == "exact":
             return _exact_scores(kern, pts, gamma_reg, _EXACT_CALLER)
         if self.sampler == "squeak":
             d = _run_squeak(kern, pts, n, gamma_reg, eps, qbar, 1, None, self.n_jobs, seed,
-                            self.backend_)
+                            self.backend_, progress)
         else:
             d, _ = _ink_run(None, kern, pts, 0, gamma_reg, eps, qbar, seed, self.backend_)
         scores = _partition_scores(d, kern, pts, gamma_reg, qbar)

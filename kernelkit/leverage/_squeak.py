@@ -342,12 +342,20 @@ class SQUEAK(BaseEstimator):
         -------
         self : object
         """
+        progress = Progress(self, check_verbose(self.verbose))
         X, kern, pts, prm = self._fit_setup(X)
         n = X.shape[0]
+        progress(f"n={n}: one pass in blocks (kernel of each block against the dictionary, "
+                 "an O(|D|^3) update per block)"
+                 + (f" over {prm['n_partitions']} partitions, then their merge tree"
+                    if prm["n_partitions"] > 1 else ""),
+                 gamma_reg=prm["gamma_reg"], qbar=prm["qbar"], block_size=self.block_size or "auto")
         d = _run_squeak(kern, pts, n, prm["gamma_reg"], prm["eps"], prm["qbar"],
                         prm["n_partitions"], self.block_size, self.n_jobs, self.random_state,
-                        self.backend_, Progress(self, check_verbose(self.verbose)))
+                        self.backend_, progress)
+        progress.done("dictionary", size=len(d))
         scores = _partition_scores(d, kern, pts, prm["gamma_reg"], prm["qbar"])
+        progress.done("leverage scores", effective_dim=float(np.sum(scores)))
         return self._fit_finish(X, kern, d, scores)
 
     def estimate_leverage_scores(self, X):

@@ -7,6 +7,7 @@ Adaptive Embedding", NeurIPS 2017 (PROS-N-KONS).
 """
 
 import copy
+import time
 
 import numpy as np
 import scipy.sparse as sp
@@ -175,6 +176,11 @@ class _KONSBase(BaseEstimator):
         wt = np.ones(n) if weights is None else np.ascontiguousarray(weights, np.float64)
         loops = select_loops(__package__, self.backend_)
         progress = Progress(self, self.verbose)
+        cap, t0 = int(iparams[4]), time.perf_counter()
+        progress(f"pass over {n} samples, d={X.shape[1]}, in blocks of {_CHUNK} (each: its "
+                 "kernel against the dictionary, then an O(m^2) update per sample)",
+                 method=self.method, n_atoms=int(st["istate"][0]),
+                 max_atoms="unbounded" if cap == np.iinfo(np.int64).max else cap)
         try:
             for r0 in range(0, n, _CHUNK):
                 Xs = _dense_rows(X, r0, _CHUNK)
@@ -204,14 +210,14 @@ class _KONSBase(BaseEstimator):
                     raise ValueError("the cumulative loss became non-finite; the targets or "
                                      "the kernel values are too large: rescale X and y.")
                 if (r0 // _CHUNK) % 20 == 19:
-                    progress("samples", int(st["istate"][1]), None, level=2,
-                             n_atoms=int(st["istate"][0]), loss=float(st["fstate"][0]))
+                    progress("samples", r0 + Xs.shape[0], n, n_atoms=int(st["istate"][0]),
+                             loss=float(st["fstate"][0]), seconds=round(time.perf_counter() - t0, 2))
         except BaseException:
             for k, rows in saved.items():
                 base[k][free] = rows
             raise
         self._st, self._rs = st, rs  # commit
-        progress("pass", samples=n, n_seen=int(st["istate"][1]), n_atoms=int(st["istate"][0]),
+        progress.done("pass", samples=n, n_seen=int(st["istate"][1]), n_atoms=int(st["istate"][0]),
                  cumulative_loss=float(st["fstate"][0]))
         self._sync()
         return pred

@@ -157,6 +157,8 @@ def choose(product, alpha, tol, n_targets, rng, progress, fits):
     n = product.n
     a = np.atleast_1d(alpha)
     if not fits:
+        progress("solver auto", level=1, choice="pcg", reason="the float64 n x n matrix of "
+                 "Cholesky exceeds cache_size")
         return "pcg", None, None
     with blas_threads_for(n):  # the rates of the thread count the solvers run with
         rates = machine_rates(n_targets)
@@ -176,3 +178,31 @@ def choose(product, alpha, tol, n_targets, rng, progress, fits):
     if choice == "cholesky":
         return choice, None, None
     return choice, sketch, Watch(tol, lambda: product.build_s + chol)
+
+
+def announce(est, verbose, solver, shape, n_targets, alpha, max_iter):
+    """The fit's first progress line (printed before the kernel is evaluated): the solver,
+    why where ``solver="auto"`` settled without the cost model, and the expected cost.
+    Returns the fit's :class:`~kernelkit.utils._verbose.Progress`."""
+    from ..utils._verbose import Progress, flops
+
+    progress = Progress(est, verbose)
+    n, d = shape[0], shape[1] if len(shape) > 1 else 1
+    a = np.atleast_1d(alpha)
+    head = f"n={n}, d={d}, {n_targets} target(s)"
+    kernel = f"the {n} x {n} kernel (~{flops(2.0 * n * n * d)})"
+    if solver == "cholesky":
+        why = ""
+        if est.solver == "auto":
+            why = ("n < %d" % AUTO_MIN_SAMPLES if n < AUTO_MIN_SAMPLES else "alpha = 0 (pcg "
+                   "needs alpha > 0)" if a.min() <= 0 else "a low-rank dot-product kernel")
+            why = f" (auto: {why})"
+        progress(f"solver cholesky{why}, {head}: {kernel} in float64, its Cholesky factor "
+                 f"(n^3/3 ~ {flops(n ** 3 / 3)})")
+    elif solver == "auto":
+        progress(f"solver auto, {head}: weighing Cholesky (n^3/3 ~ {flops(n ** 3 / 3)}) against "
+                 f"PCG (iterations estimated from the Nystrom sketch of its first step)")
+    else:
+        progress(f"solver pcg, {head}: {kernel}, a Nystrom preconditioner, CG up to {max_iter} "
+                 f"iterations (~{flops(2.0 * n * n * n_targets)} each)")
+    return progress

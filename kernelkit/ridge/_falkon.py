@@ -37,7 +37,7 @@ from ..utils._class_weight import row_weights
 from ..utils._classes import CALIBRATION_ATTR_DOC, CALIBRATION_DOC
 from ..utils._state import atomic
 from ..utils._threads import blas_threads_for, single_blas_thread
-from ..utils._verbose import Progress, check_verbose
+from ..utils._verbose import Progress, check_verbose, flops
 from ._falkon_logistic import fit_logistic
 from ._falkon_loo import _LOO_ROWS, exact_loo_is_cheap, holdout_values, loo_values
 from ._falkon_ops import (
@@ -262,6 +262,7 @@ class _FalkonBase(BaseEstimator):
         ``pre`` is the preconditioner (for a second solve; the caller closes ``normal``),
         else ``normal`` is closed and ``pre`` None."""
         t0 = time.perf_counter()
+        progress(f"K_nM: evaluating {n} x {m} ({np.dtype(dtype).name})", level=1)
         # K_nM first: its float64 working copies of X are freed before K_MM is formed
         normal = _NystromNormalOperator(op, X, C, dtype, cache, client=self.client,
                                         w=sample_weight)
@@ -269,6 +270,8 @@ class _FalkonBase(BaseEstimator):
                  seconds=round(time.perf_counter() - t0, 2))
         try:
             t0 = time.perf_counter()
+            progress(f"K_MM: computing its Cholesky factors (M^3/3 ~ {flops(m ** 3 / 3)} each)",
+                     level=1)
             with blas_threads_for(m):  # M^3/3-flop factorizations: BLAS on every core
                 # float32 K_MM (from the held K_nM rows when the centers are training
                 # rows) for the mixed-precision solve: B only preconditions there
@@ -277,6 +280,7 @@ class _FalkonBase(BaseEstimator):
                 pre.set_lambda(lam[0])
             progress("preconditioner", m, level=1, seconds=round(time.perf_counter() - t0, 2))
             t0 = time.perf_counter()
+            progress(f"CG up to {max_iter} iterations over {n} x {m}", level=1)
             # CG: memory-bound products and few-column triangular solves, where a second
             # OpenBLAS thread gains little and stalls badly whenever a core is busy
             with single_blas_thread():
@@ -302,12 +306,18 @@ class _FalkonBase(BaseEstimator):
         self.backend_ = resolve_backend(self.backend, X)
         rng = check_random_state(self.random_state)
         progress = Progress(self, verbose)
+        kind = self.centers if isinstance(self.centers, str) else "array"
+        progress(f"n={n}, d={X.shape[1]}: choosing the centers", kind=kind,
+                 n_centers=self.n_centers if isinstance(self.centers, str) else len(self.centers))
         C, idx, w = self._select_centers(X, rng)
         if sample_weight is not None:  # the preconditioner's T W T^T / n ~ K_Mn W K_nM / n
             w = w * (sample_weight[idx] if idx is not None else np.mean(sample_weight))
         m = C.shape[0]
         op = self._operator()
-        progress("centers", m, n, kind=self.centers if isinstance(self.centers, str) else "array")
+        progress.done(f"{m} centers", kind=kind)
+        progress(f"plan: K_nM ({n} x {m}, ~{flops(2 * n * m * X.shape[1])}), K_MM and two "
+                 f"M x M Cholesky factors (M^3/3 ~ {flops(m ** 3 / 3)} each), CG up to "
+                 f"{max_iter} iterations over n x M (~{flops(4 * n * m)} each)")
 
         # Preconditioner (Rudi et al. 2017, Alg. 1): T^T T = K_MM, A^T A = T W T^T / n + lam I,
         # W the centers' weights (n / M each when uniform; 1 / pi_j for RLS draws, FALKON-BLESS)

@@ -37,7 +37,7 @@ from sklearn.utils import check_random_state
 
 from ..backend import resolve_backend
 from ..utils._threads import blas_threads_for, single_blas_thread
-from ..utils._verbose import Progress
+from ..utils._verbose import Progress, flops
 from ._falkon_ops import _FalkonPreconditioner, _fortran_gram, _NystromNormalOperator
 from ._pcg import conjugate_gradient, product_dtype
 
@@ -102,9 +102,15 @@ def fit_logistic(est, X, Y, sample_weight):
     est.backend_ = resolve_backend(est.backend, X)
     rng = check_random_state(est.random_state)
     progress = Progress(est, verbose)
+    kind = est.centers if isinstance(est.centers, str) else "array"
+    progress(f"logistic loss, n={n}, d={X.shape[1]}: choosing the centers", kind=kind)
     C, idx, wc = est._select_centers(X, rng)
     op = est._operator()
-    progress("centers", C.shape[0], n)
+    m = C.shape[0]
+    progress.done(f"{m} centers", kind=kind)
+    progress(f"plan: K_nM ({n} x {m}, ~{flops(2 * n * m * X.shape[1])}), two M x M Cholesky "
+             f"factors (M^3/3 ~ {flops(m ** 3 / 3)} each) per Newton step, CG over n x M "
+             f"(~{flops(4 * n * m)} per iteration) in each Newton step", max_iter=max_iter)
     w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, np.float64)
     loss, kappa = _Logistic(Y, w), float(np.max(op.diag(C)))
     B, steps, curve, dtype = None, 0, [], product_dtype(tol)

@@ -28,7 +28,7 @@ from ..utils._classes import CALIBRATION_ATTR_DOC, CALIBRATION_DOC, OneVsAllClas
 from ..utils._linalg import solve_ridge, weighted_kernel
 from ..utils._state import atomic
 from ..utils._validation import check_bool, check_kernel_matrix
-from ..utils._verbose import Progress, check_verbose
+from ..utils._verbose import check_verbose
 from . import _auto
 from ._gp import ridge_predict_moments
 from ._intercept import FIT_INTERCEPT_DOC, bordered_inv_diag, joint_rhs, split_joint
@@ -115,6 +115,7 @@ class _KernelRidgeBase(BaseEstimator):
         n_targets = 1 if Y.ndim == 1 else Y.shape[1]
         alpha = _check_alpha(self.alpha, n_targets)
         solver, tol, max_iter, verbose = self._check_solver(X.shape[0], alpha)
+        progress = _auto.announce(self, verbose, solver, X.shape, n_targets, alpha, max_iter)
         sw, Y0 = None, Y
         if sample_weight is not None:
             sw = np.sqrt(_check_sample_weight(sample_weight, X, dtype=np.float64,
@@ -125,7 +126,6 @@ class _KernelRidgeBase(BaseEstimator):
         rhs, rhs_alpha = joint_rhs(Y, u, alpha)
         out = b = None
         if solver != "cholesky":
-            progress = Progress(self, verbose)
             if self._precomputed():
                 product = KernelProduct(None, None, K=X, sw=sw)
             else:  # held K computed after the preconditioner is drawn (see pcg_ridge)
@@ -173,6 +173,7 @@ class _KernelRidgeBase(BaseEstimator):
                 b0 = 0.0 if b is None else b
                 out = (np.arange(len(K)), loo_decision(Y0.reshape(len(K), -1), z, d, sw,
                                                        lambda rows: K[rows] @ c + b0))
+            progress.done("kernel matrix and Cholesky solve")
             self.n_iter_ = 1  # a direct solve is one step (sklearn: n_iter_ >= 1 with max_iter)
             self.preconditioner_rank_ = None
         if sw is not None:

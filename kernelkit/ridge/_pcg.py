@@ -542,8 +542,12 @@ def pcg_ridge(product, Y, alpha, *, tol, max_iter, random_state, progress=None,
     """
     if sketch is None:
         sketch = nystrom_sketch(product, alpha, random_state, progress)
+    if progress is not None:
+        progress.done("Nystrom preconditioner", rank=sketch[0].shape[1])
     with blas_threads_for(product.n):
         product.hold()
+        if progress is not None:
+            progress.done("kernel matrix", held=bool(getattr(product, "stored", False)))
         return _pcg_ridge(product, Y, alpha, tol, max_iter, sketch[0], sketch[1], progress,
                           owner, monitor)
 
@@ -615,7 +619,7 @@ def _pcg_ridge(product, Y, alpha, tol, max_iter, F, FtF, progress, owner, monito
     bad = ~(rel + est <= tol)  # NaN counts as not converged
     if progress is not None:
         progress("PCG done", n_iter, max_iter, rank=F.shape[1],
-                 max_rel_residual=float((rel + est).max()))
+                 max_rel_residual=float((rel + est).max()), seconds=round(progress.lap(), 3))
     if np.any(bad):
         warnings.warn(_not_converged(f"{owner} solver='pcg'", n_iter, max_iter,
                                      float((rel + est).max()), tol,

@@ -146,7 +146,13 @@ class _STKRBase(BaseEstimator):
             backend = resolve_backend(self.backend, X)
         self.backend_ = backend  # _kernel_op reads it; fit is atomic, a failure restores it
         progress = Progress(self, check_verbose(self.verbose))
+        kname = self.kernel if isinstance(self.kernel, str) else type(self.kernel).__name__
+        progress(f"n={X.shape[0]} ({labeled.size} labeled): building the {kname!r} operator"
+                 f"{' (neighbour graph)' if _is_knn(self.kernel) else ''}, then "
+                 f"{self.transformation} by {self.solver} (up to {int(self.max_iter)} iterations,"
+                 " one product with the n x n operator each)")
         G, state = self._train_operator(X)
+        progress.done("operator")
         # STKR is linear in y: solve for each column scaled by a power of two to ~1 (exact),
         # so that targets of any magnitude (1e-300, 1e300) neither underflow the residual
         # norms to 0 (a zero fit) nor overflow them.
@@ -223,7 +229,7 @@ class _STKRBase(BaseEstimator):
         self.residuals_ = np.asarray(monitor.history)
         self.n_matvec_ = G.n_matvec
         progress(f"fit ({self.transformation}, {self.solver})", n_iter=self.n_iter_,
-                 matvecs=G.n_matvec)
+                 matvecs=G.n_matvec, seconds=round(progress.lap(), 3))
         self.dual_coef_ = theta
         self.X_fit_ = X
         self.labeled_indices_ = labeled

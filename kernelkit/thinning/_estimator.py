@@ -295,6 +295,10 @@ class KernelThinning(BaseEstimator):
             weights = _check_sample_weight(sample_weight, X, ensure_non_negative=True)
             weights = check_weights(weights, X.shape[0], "sample_weight")
         self.backend_ = resolve_backend(self.backend, X)
+        self._fit_progress = Progress(self, check_verbose(self.verbose))
+        self._fit_progress(f"n={n}, d={X.shape[1]}: {m} halving rounds by "
+                           f"{self.compress or 'KT'} to ~{max(1, n >> m)} points (kernel "
+                           "rows of each round's pairs, then the swap pass)", delta=delta)
         engine = get_backend(self.backend_)
         budget = int(get_config()["working_memory"] * 2**20)
         split_kern, swap_kern, alpha = self._kernels(engine, X, budget)
@@ -317,6 +321,7 @@ class KernelThinning(BaseEstimator):
             want = self.compute_mmd is True or (self.compute_mmd == "auto" and n <= _AUTO_MMD_MAX_N)
             if want:
                 mmd = _mmd_to_input(swap_kern, n, idx, weights, budget)
+        vars(self).pop("_fit_progress", None)
         self.coreset_indices_ = idx
         self.coreset_ = X[idx]
         self.mmd_ = float(mmd)
@@ -384,8 +389,10 @@ class KernelThinning(BaseEstimator):
         self._progress("Thin (KT)", rounds=m_thin, points=len(C), kept=len(Q))
         return C[Q]
 
-    def _progress(self, *args, **values):
-        Progress(self, check_verbose(self.verbose))(*args, **values)
+    def _progress(self, stage, step=None, total=None, **values):
+        """``stage`` (``step``/``total``) done, with its time since the previous one."""
+        progress = vars(self).get("_fit_progress") or Progress(self, check_verbose(self.verbose))
+        progress.done(stage if step is None else f"{stage} {step}/{total}", **values)
 
     def fit_transform(self, X, y=None, sample_weight=None):
         """Select the coreset and return its points.

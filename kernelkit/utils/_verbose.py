@@ -3,9 +3,15 @@
 ``verbose`` as scikit-learn uses it: 0 silent, 1 one line per outer step (epoch,
 pass, round, restart), 2 also the inner steps. Lines go to stdout, flushed, prefixed
 by the estimator's name.
+
+A long fit's first line is printed before its first expensive step and says what the
+fit will do and, where the code can estimate it, what it will cost (sizes, flops,
+iteration bounds); each stage then reports when it is done and how long it took
+(:meth:`Progress.done`).
 """
 
 import math
+import time
 from numbers import Integral
 
 
@@ -38,6 +44,7 @@ class Progress:
     def __init__(self, owner, verbose):
         self.prefix = owner if isinstance(owner, str) else type(owner).__name__
         self.verbose = int(verbose)
+        self._lap = time.perf_counter()
 
     def __call__(self, what, step=None, total=None, level=1, **values):
         """Report one step at ``level`` (1: outer steps, 2: inner steps)."""
@@ -48,6 +55,22 @@ class Progress:
         parts = [f"{k}={_fmt(v)}" for k, v in values.items()]
         print(f"[{self.prefix}] {head}" + (": " + ", ".join(parts) if parts else ""),
               flush=True)
+
+    def lap(self):
+        """Seconds since the previous :meth:`lap` (or :meth:`done`, or creation)."""
+        now = time.perf_counter()
+        out, self._lap = now - self._lap, now
+        return out
+
+    def done(self, stage, level=1, **values):
+        """Report ``"<stage> done in X s"``, X the time since the previous stage."""
+        seconds = self.lap()
+        self(f"{stage} done in {seconds:.3g} s", level=level, **values)
+
+
+def flops(x):
+    """``x`` floating-point operations as a short string (``"2.1e+12 flops"``)."""
+    return f"{float(x):.2g} flops"
 
 
 def _fmt(v):
