@@ -346,7 +346,9 @@ def test_selection_is_scale_free_in_the_targets(scale, cv, solver):
         warnings.simplefilter("error")
         big = KernelRidgeCV(ALPHAS, **kw).fit(X, y * scale)
     assert (big.alpha_, big.best_params_) == (ref.alpha_, ref.best_params_)
-    tol = 1e-9 if solver == "exact" else 1e-5  # FALKON's default tol in the refit
+    # the refit is FALKON's CG, each solve to its default relative tol 1e-5: two solves
+    # agree to a few times that
+    tol = 1e-9 if solver == "exact" else 1e-4
     assert_allclose(big.predict(X) / scale, ref.predict(X), rtol=tol, atol=tol * 1e-3)
     if scale >= 1e-30:  # squared scores stay in float64's range: they scale with y^2
         unit = scale**2 if cv in (None, "gcv") else 1.0

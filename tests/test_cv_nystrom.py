@@ -225,6 +225,37 @@ def test_nystrom_selection_is_refitted_by_falkon_on_the_same_centers():
     assert_array_equal(own.fit(X, y).center_indices_, cv.center_indices_)
 
 
+def test_search_on_a_subset_of_the_centers_then_falkon_on_all_of_them():
+    X, y = _data(n=40)
+    cv = KernelRidgeCV(ALPHAS, kernel="rbf", gamma=0.4, solver="nystrom", n_centers=20,
+                       search_centers=8, random_state=2, scoring="neg_mean_squared_error",
+                       store_cv_results=True).fit(X, y)
+    sub = cv.search_center_indices_
+    assert len(sub) == 8 and set(sub) <= set(cv.center_indices_)
+    # the search scored the Nystrom estimator on those 8 centers: explicit refits
+    Z = X[sub]
+    Knm, Kmm = rbf_kernel(X, Z, gamma=0.4), rbf_kernel(Z, gamma=0.4)
+    for j, alpha in enumerate(ALPHAS):
+        keep = [np.arange(len(X)) != i for i in range(len(X))]
+        loo = [Knm[i] @ _nystrom_refit(Knm[k], Kmm, y[k], alpha) for i, k in enumerate(keep)]
+        assert_allclose(cv.cv_results_[:, j], loo, rtol=0, atol=1e-8)
+    # the final fit is FALKON's own on all 20 centers (FALKON's draw for this seed)
+    own = FalkonRegressor(alpha=cv.alpha_, gamma=0.4, n_centers=20, random_state=2).fit(X, y)
+    assert_array_equal(cv.best_estimator_.centers_, own.centers_)
+    assert_allclose(cv.predict(X), own.predict(X), rtol=1e-10, atol=1e-12)
+    # search_centers >= n_centers: the search uses every center, as before
+    full = KernelRidgeCV(ALPHAS, kernel="rbf", gamma=0.4, solver="nystrom", n_centers=20,
+                         search_centers=20, random_state=2).fit(X, y)
+    assert_array_equal(full.search_center_indices_, full.center_indices_)
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True, "all"])
+def test_search_centers_is_validated(bad):
+    X, y = _data(n=30)
+    with pytest.raises(ValueError, match="search_centers"):
+        KernelRidgeCV(solver="nystrom", search_centers=bad).fit(X, y)
+
+
 @pytest.mark.parametrize("weighted", [False, True])
 def test_nystrom_classifier_selection_and_falkon_refit(weighted):
     X, y = _data(n=90)

@@ -64,7 +64,7 @@ class _KernelRidgeCVBase(BaseEstimator):
         except (TypeError, ValueError) as exc:
             raise ValueError(f"scoring={self.scoring!r} is not usable: {exc}") from None
         candidates = check_param_grid(self.param_grid, self.kernel)
-        solver = check_solver(self.solver, self.n_centers)
+        solver = check_solver(self.solver, self.n_centers, self.search_centers)
         if solver == "nystrom" and self._template()._precomputed():
             raise ValueError("solver='nystrom' evaluates the kernel at centers drawn in fit: "
                              "it cannot take kernel='precomputed' (use solver='exact').")
@@ -135,7 +135,7 @@ class _KernelRidgeCVBase(BaseEstimator):
 
     def _nystrom(self, X, Y, sw, kw):
         """:class:`NystromRidge` of ``(X, Y)`` (weights ``sw**2``) on the search's centers."""
-        cross, K_mm = KernelGrid(X, self.backend_).cross(kw, self._centers[0])
+        cross, K_mm = KernelGrid(X, self.backend_).cross(kw, self._centers[0][self._centers[2]])
         return NystromRidge(cross, K_mm, *weighted(None, Y, sw)[1:], sw=sw,
                             u=self._u(sw, len(Y)))
 
@@ -161,7 +161,8 @@ class _KernelRidgeCVBase(BaseEstimator):
         grid = KernelGrid(X, self.backend_)
         nystrom = self.solver_ == "nystrom"
         if nystrom:
-            self._centers = select_centers(self.n_centers, self.random_state, self.backend_, X)
+            self._centers = select_centers(self.n_centers, self.search_centers,
+                                           self.random_state, self.backend_, X)
         tried, scores, values, self._intercepts = [], [], [], []
 
         def evaluate(cand):  # one kernel: every alpha from one decomposition
@@ -250,13 +251,14 @@ class _KernelRidgeCVBase(BaseEstimator):
         (the Nystrom bordered system's ``c``)."""
         clf, icpt = is_classifier(self), self._checked[8]
         if self.solver_ == "nystrom":
-            C, idx = self._centers
+            C, idx, search = self._centers
             self.centers_, self.center_indices_ = C, idx
+            self.search_center_indices_ = idx[search]
             cls = FalkonClassifier if clf else FalkonRegressor
             est = cls(alpha=self.alpha_, centers=C, random_state=self.random_state,
                       backend=self.backend, **kwargs)
         else:
-            for stale in ("centers_", "center_indices_"):  # from an earlier Nystrom fit
+            for stale in ("centers_", "center_indices_", "search_center_indices_"):  # from an earlier Nystrom fit
                 vars(self).pop(stale, None)
             cls = KernelRidgeClassifier if clf else KernelRidge
             est = cls(alpha=self.alpha_, solver="cholesky", backend=self.backend,
@@ -319,10 +321,11 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
     rbf, laplacian and matern share one distance matrix over the whole grid.
 
     ``solver="nystrom"`` (large ``n``): the same leave-one-out / GCV of the Nyström
-    estimator that :class:`FalkonRegressor` fits on ``m = n_centers`` uniform centers,
-    exact for that estimator, from two ``m x m`` eigendecompositions per kernel
-    (``O(n m^2)`` time, ``O(n m)`` memory; Rudi et al. 2017, Meanti et al. AISTATS
-    2022); the selection is refitted as FALKON on the same centers. ``gamma_search``
+    estimator that :class:`FalkonRegressor` fits on ``m`` uniform centers (all
+    ``n_centers``, or ``search_centers`` of them when fewer), exact for that estimator,
+    from two ``m x m`` eigendecompositions per kernel (``O(n m^2)`` time, ``O(n m)``
+    memory; Rudi et al. 2017, Meanti et al. AISTATS 2022); the selection is refitted as
+    FALKON on all ``n_centers`` centers. ``gamma_search``
     replaces a grid over ``gamma`` by a bounded search over ``log(gamma)``.
 
     Parameters
@@ -433,8 +436,8 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
     def __init__(self, alphas=DEFAULT_ALPHAS, *, kernel="linear", gamma=None, degree=3,
                  coef0=1, kernel_params=None, param_grid=None, gamma_search=None, cv=None,
                  scoring=None, fit_intercept=False, alpha_per_target=False,
-                 store_cv_results=False, solver="auto", n_centers="auto", random_state=None,
-                 backend=None):
+                 store_cv_results=False, solver="auto", n_centers="auto", search_centers="auto",
+                 random_state=None, backend=None):
         self.alphas = alphas
         self.kernel = kernel
         self.gamma = gamma
@@ -450,6 +453,7 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
         self.store_cv_results = store_cv_results
         self.solver = solver
         self.n_centers = n_centers
+        self.search_centers = search_centers
         self.random_state = random_state
         self.backend = backend
 
@@ -572,8 +576,8 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
     def __init__(self, alphas=DEFAULT_ALPHAS, *, kernel="linear", gamma=None, degree=3,
                  coef0=1, kernel_params=None, param_grid=None, gamma_search=None, cv=None,
                  scoring=None, fit_intercept=False, store_cv_results=False, solver="auto",
-                 n_centers="auto", random_state=None, backend=None, class_weight=None,
-                 calibration="auto"):
+                 n_centers="auto", search_centers="auto", random_state=None, backend=None,
+                 class_weight=None, calibration="auto"):
         self.fit_intercept = fit_intercept
         self.class_weight = class_weight
         self.calibration = calibration
@@ -590,6 +594,7 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
         self.store_cv_results = store_cv_results
         self.solver = solver
         self.n_centers = n_centers
+        self.search_centers = search_centers
         self.random_state = random_state
         self.backend = backend
 

@@ -23,20 +23,24 @@ from ._loo import EigenRidge, weighted
 
 SOLVERS = ("auto", "exact", "nystrom")
 AUTO_NYSTROM_MIN_SAMPLES = 5000
+# The search's centers by default: its O(n m^2) per kernel at m = 3,000 and n = 60,000 is
+# ~5e11 flops (seconds on 2 cores); above, the final FALKON fit alone uses every center.
+SEARCH_CENTERS_AUTO = 3000
 # log(gamma) resolution of the bounded search: 5% of gamma, finer than the alphas' decades
 # can tell apart; and the coarse grid that brackets the optimum before it
 GAMMA_XATOL = 0.05
 GAMMA_COARSE = 5
 
 
-def check_solver(solver, n_centers):
-    """Validated ``solver`` and ``n_centers`` (the latter's range is checked with ``n``)."""
+def check_solver(solver, n_centers, search_centers="auto"):
+    """Validated ``solver``, ``n_centers`` (its range is checked with ``n``) and
+    ``search_centers``."""
     if not isinstance(solver, str) or solver not in SOLVERS:
         raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}.")
-    m = n_centers
-    if not (isinstance(m, str) and m == "auto") and (
-            isinstance(m, bool) or not isinstance(m, Integral) or m < 1):
-        raise ValueError(f"n_centers must be 'auto' or an integer >= 1, got {m!r}.")
+    for name, m in (("n_centers", n_centers), ("search_centers", search_centers)):
+        if not (isinstance(m, str) and m == "auto") and (
+                isinstance(m, bool) or not isinstance(m, Integral) or m < 1):
+            raise ValueError(f"{name} must be 'auto' or an integer >= 1, got {m!r}.")
     return solver
 
 
@@ -74,15 +78,21 @@ def resolve_solver(solver, n, nystrom_ok):
     return solver
 
 
-def select_centers(n_centers, random_state, backend, X):
-    """``(centers, indices)``: FALKON's uniform draw (``n_centers="auto"``: its
-    ``sqrt(n) log n``), so that the search and the final fit share the centers."""
+def select_centers(n_centers, search_centers, random_state, backend, X):
+    """``(centers, indices, search)``: FALKON's uniform draw of the final fit's centers
+    (``n_centers="auto"``: its ``sqrt(n) log n``), and the positions in it of the search's
+    centers: all of them up to ``search_centers`` (``"auto"``:
+    :data:`SEARCH_CENTERS_AUTO`), else a uniform subset of that many, drawn after the
+    centers so that these are FALKON's own draw with the same ``random_state``."""
     from ._falkon import FalkonRegressor
 
     helper = FalkonRegressor(n_centers=n_centers, centers="uniform")
     helper.backend_ = backend
-    C, idx, _ = helper._select_centers(X, check_random_state(random_state))
-    return C, idx
+    rng = check_random_state(random_state)
+    C, idx, _ = helper._select_centers(X, rng)
+    s = SEARCH_CENTERS_AUTO if search_centers == "auto" else search_centers
+    search = np.arange(len(C)) if s >= len(C) else np.sort(rng.choice(len(C), s, replace=False))
+    return C, idx, search
 
 
 def best_of(scores, per_target):
@@ -150,8 +160,17 @@ SEARCH_DOC = f"""
         floats, one ``eigh`` of ``9 n^3`` flops per kernel), else Nyström where it
         applies.
     n_centers : int >= 1 or "auto", default="auto"
-        Nyström centers, drawn uniformly as FALKON draws them ("auto":
+        Centers of the final FALKON fit, drawn uniformly as FALKON draws them ("auto":
         ``sqrt(n) log(n)``, at least 100, at most ``n``). Only for the Nyström path.
+    search_centers : int >= 1 or "auto", default="auto"
+        Centers of the Nyström leave-one-out / GCV / K-fold search: all ``n_centers``
+        when there are at most this many, else a uniform subset of this many of them
+        (``"auto"``: {SEARCH_CENTERS_AUTO:,}). The search costs ``O(n s^2)`` per kernel
+        for ``s`` search centers, the final fit ``O(n m)`` per CG step for ``m``
+        centers: many centers for the final model (accuracy) need not make every
+        candidate cost ``m^2``. The selection is then exact for the estimator on the
+        search's centers, and the final fit uses all ``n_centers``. Only for the
+        Nyström path.
     random_state : int, RandomState instance or None, default=None
         Seeds the draw of the centers (Nyström path only)."""
 
@@ -162,11 +181,15 @@ SEARCH_ATTRS = """
     solver_ : {"exact", "nystrom"}
         The path ``solver`` resolved to.
     centers_ : ndarray of shape (n_centers, n_features)
-        The Nyström centers of the search and of ``best_estimator_`` (Nyström only).
+        The Nyström centers of ``best_estimator_`` (Nyström only).
     center_indices_ : ndarray of shape (n_centers,)
-        Their rows in the training ``X`` (Nyström only)."""
+        Their rows in the training ``X`` (Nyström only).
+    search_center_indices_ : ndarray of shape (n_search_centers,)
+        The rows of the training ``X`` that the search used as centers: a subset of
+        ``center_indices_`` (all of them up to ``search_centers``; Nyström only)."""
 
-SEARCH_RAISES = ("an unknown ``solver``; ``n_centers`` not ``'auto'`` or in ``[1, n]``; "
+SEARCH_RAISES = ("an unknown ``solver``; ``n_centers`` not ``'auto'`` or in ``[1, n]``, "
+                 "``search_centers`` not ``'auto'`` or ``>= 1``; "
                   "``gamma_search`` bounds not ``0 < low < high`` (or with a kernel without "
                   "``gamma``, or with ``gamma`` in ``param_grid``); ``solver='nystrom'`` with "
                   "``kernel='precomputed'``")
@@ -186,7 +209,8 @@ def fold_model(est, K, X, Y, sw, kw):
     def nystrom(tr, te):
         swt = None if sw is None else sw[tr]
         ridge = est._nystrom(X[tr], Y[tr], swt, kw)
-        K_te = KernelGrid(X, est.backend_).operator(kw).block_host(X[te], est._centers[0])
+        C = est._centers[0][est._centers[2]]
+        K_te = KernelGrid(X, est.backend_).operator(kw).block_host(X[te], C)
         return ridge, partial(ridge.predict, K_te)
 
     return exact if K is not None else nystrom
