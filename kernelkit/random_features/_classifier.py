@@ -35,6 +35,7 @@ def loo_decisions(fmap, X, Y, w, factor, C, D):
         keep = 1.0 - h > _LEVERAGE_ONE
         loo[r0:r1] = (f - h[:, None] * Y[r0:r1]) / np.where(keep, 1.0 - h, 1.0)[:, None]
         usable[r0:r1] = keep
+        del Z
     return loo, usable
 
 

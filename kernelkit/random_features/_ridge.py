@@ -31,6 +31,7 @@ def _blocks(fmap, X, D):
         Z = fmap.transform(X[r0:r1])
         fresh = ours and isinstance(Z, np.ndarray) and Z.dtype == np.float64 and Z.flags.owndata
         yield r0, r1, Z if fresh else np.array(Z, dtype=np.float64, order="C")
+        Z = None  # with the caller's ``del``: one block alive while the next is made
 
 
 def _accumulate(fmap, X, Y, w, D):
@@ -40,6 +41,7 @@ def _accumulate(fmap, X, Y, w, D):
     for r0, r1, Z in _blocks(fmap, X, D):
         B += Z.T @ (w[r0:r1, None] * Y[r0:r1])
         add_rows(G, Z, w[r0:r1], overwrite_z=True)  # the block is ours: scaled in place
+        del Z
     symmetrize(G)
     return G, B
 
@@ -92,6 +94,7 @@ class _RandomFeaturesRidge(BaseEstimator):
         out = np.empty((X.shape[0], self._coef.shape[1]))
         for r0, r1, Z in _blocks(self.features_, X, self._coef.shape[0]):
             out[r0:r1] = Z @ self._coef
+            del Z
         return out
 
     def __sklearn_tags__(self):
