@@ -26,7 +26,7 @@ scikit-learn's before anything is timed, so the same number goes to both):
 Wall time on 2 quiet cores (estimated from the flop counts and the machine's GEMM rate in
 bench_kernels.py): about 30 minutes, of which part (c) about 22 (its D = 16,384 fit alone
 about 15: two passes of ``n D^2`` flops, the Gram matrix and the leave-one-out values);
-parts a, b and d together about 7.
+parts a, b and d together about 8.
 
 Usage::
 
@@ -64,7 +64,7 @@ SEED = 0
 GAMMA_FM, GAMMA_SYN, D_SYN = 0.02, 1.0 / 40, 20
 ALPHA_FM = 0.01  # bench_ridge.py's alpha for this kernel on Fashion-MNIST
 ALPHA_NTK = 0.1
-FULL = {"n_a": 2000, "D_a": (256, 1024, 4096, 16_384), "seeds_a": 3,
+FULL = {"n_a": 2000, "D_a": (256, 1024, 4096, 16_384), "seeds_a": 5,
         "n_b": 60_000, "D_b": 8192, "repeats_b": 3,
         "n_c": 60_000, "n_test": 10_000, "D_c": (4096, 8192, 16_384),
         "n_d": 10_000, "D_d": (1024, 4096, 8192)}
