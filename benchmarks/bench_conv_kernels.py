@@ -55,8 +55,8 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 from _common import (  # noqa: E402 (benchmarks/ is on sys.path)
-    MD_HEADER, MD_PATH, fmt_met, git_state, load_fashion_mnist, machine_info, machine_line)
-from _common import write_section  # noqa: E402
+    MD_HEADER, MD_PATH, fmt_met, git_state, load_fashion_mnist, machine_info, machine_line,
+    write_section)
 
 HERE = Path(__file__).resolve().parent
 JSON_PATH = HERE / "results_conv_kernels.json"
@@ -119,7 +119,7 @@ def pair_ops(layers, shape):
             acts += sq(hi * wi)
             flops += sq(hi * wi)
         h, w = ho, wo
-    return flops + 2 * sq(h * w) + 4, acts
+    return int(flops + 2 * sq(h * w) + 4), int(acts)
 
 
 def add_ceiling(threads):
@@ -318,6 +318,12 @@ def render(res):
                      f"{sp} | {mr} | {rate} | {df} | {fmt_met(r.get('goal_met'))} |")
         if res.get("nt_skipped"):
             L += ["", f"neural-tangents side skipped: {res['nt_skipped']}."]
+        for r in a:
+            L += [f"\n{tag} failed on {r['case']}: `{r[f'{tag}_error'][-300:]}`"
+                  for tag in ("kernelkit", "nt") if r.get(f"{tag}_error") not in (None, "skipped")]
+            if r.get("equal") is False:
+                L.append(f"\n{r['case']}: the two blocks differ (max relative difference "
+                         f"{r['max_rel_diff']:.1e}); no ratio reported.")
         L.append("")
     if res.get("part_b"):
         b = res["part_b"]
@@ -328,7 +334,8 @@ def render(res):
               "| model | test accuracy | alpha | other | time (s) |", "|---|---|---|---|---|"]
         for r in b:
             other = ", ".join(f"{k} {v:.3g}" for k, v in r["params"].items()) or "—"
-            L.append(f"| {r['model']} | {r['accuracy']:.4f} | {r['alpha']:.3g} | {other} | "
+            edge = " (grid edge)" if r["alpha"] in (min(ALPHAS), max(ALPHAS)) else ""
+            L.append(f"| {r['model']} | {r['accuracy']:.4f} | {r['alpha']:.3g}{edge} | {other} | "
                      f"{r['time_s']:.1f} |")
         L.append("")
     if res.get("part_c"):
