@@ -92,20 +92,22 @@ def _erf(k, qa, qb):
 def _input(xa, xb, K, full):
     H, W, C = xa.shape
     P = H * W
-    for p1 in range(P):
-        i1, j1 = p1 // W, p1 % W
-        if not full:
-            s = 0.0
-            for c in range(C):
-                s += xa[i1, j1, c] * xb[i1, j1, c]
-            K[p1] = s / C
-            continue
-        for p2 in range(P):
-            i2, j2 = p2 // W, p2 % W
-            s = 0.0
-            for c in range(C):
-                s += xa[i1, j1, c] * xb[i2, j2, c]
-            K[p1 * P + p2] = s / C
+    for i1 in range(H):
+        for j1 in range(W):
+            p1 = i1 * W + j1
+            if not full:
+                s = 0.0
+                for c in range(C):
+                    s += xa[i1, j1, c] * xb[i1, j1, c]
+                K[p1] = s / C
+                continue
+            for i2 in range(H):  # no index division in the inner loops
+                o = p1 * P + i2 * W
+                for j2 in range(W):
+                    s = 0.0
+                    for c in range(C):
+                        s += xa[i1, j1, c] * xb[i2, j2, c]
+                    K[o + j2] = s / C
 
 
 @nb.njit(nogil=True, cache=True)
