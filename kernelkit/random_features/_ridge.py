@@ -82,7 +82,10 @@ class _RandomFeaturesRidge(BaseEstimator):
         :func:`kernelkit.random_features._gram.factored`); its result is returned too.
         """
         dG, dB = _accumulate(fmap, X, Y, w, D)
-        G, B = (dG, dB) if G is None else (np.asfortranarray(G + dG), B + dB)
+        if G is not None:  # the new sums are ours: the earlier ones are added into them
+            dG += G
+            dB += B
+        G, B = dG, dB
         with factored(G, alpha) as factor:
             C = factor.solve(B)
             extra = None if then is None else then(factor, C)
