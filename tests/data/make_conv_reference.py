@@ -1,11 +1,16 @@
 """Regenerate conv_reference.npz: convolutional NNGP / NTK values from neural-tangents.
 
 Not run by the tests (neural-tangents needs an old JAX stack). Made with
-neural-tangents 0.6.5, jax/jaxlib 0.4.23, tensorflow-cpu 2.15.1, numpy 1.26 on CPU:
+neural-tangents 0.6.5, jax/jaxlib 0.4.23, tensorflow 2.15.1, numpy 1.26 on CPU, Python
+3.9 to 3.11 (TensorFlow 2.15 has no wheels for 3.12; neural-tangents requires the
+``tensorflow`` distribution, so ``tensorflow-cpu`` alone sends pip backtracking):
 
-    python -m venv ntenv && ntenv/bin/pip install "neural-tangents==0.6.5" \
-        "jax[cpu]==0.4.23" "jaxlib==0.4.23" "tensorflow-cpu==2.15.1" "numpy<2" "scipy<1.13"
+    python3.11 -m venv ntenv && ntenv/bin/pip install "neural-tangents==0.6.5" \
+        "jax[cpu]==0.4.23" "jaxlib==0.4.23" "tensorflow==2.15.1" "numpy<2" "scipy<1.13"
     ntenv/bin/python make_conv_reference.py
+
+The same environment runs the neural-tangents side of
+``benchmarks/bench_conv_kernels.py`` (``--nt-python ntenv/bin/python``).
 
 Each architecture is a kernelkit ``layers`` list (stored as JSON under ``archs``, with
 ``w_std``, ``b_std`` and the image set) translated here to ``stax`` layers in the NTK
