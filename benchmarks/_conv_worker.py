@@ -18,16 +18,9 @@ import sys
 import time
 
 import numpy as np
+from _common import proc_status_kib  # NumPy-only helpers, importable by both sides
 
 _MYRTLE = {5: (2, 1, 1), 7: (2, 2, 2), 10: (3, 3, 3)}
-
-
-def _status_mib(field):
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    return None
 
 
 def expand(layers):
@@ -90,7 +83,7 @@ def main(side, spec_path, in_path, out_path):
     else:
         fn = kernelkit_fn(spec["layers"], spec["w_std"], spec["b_std"])
         fn(X[:2], Y[:2])  # loads (or compiles) the Numba functions
-    base = _status_mib("VmRSS")
+    base = proc_status_kib("VmRSS") / 1024
     times = []
     while len(times) < spec["repeats"]:  # one call only when it is long
         t0 = time.perf_counter()
@@ -99,7 +92,7 @@ def main(side, spec_path, in_path, out_path):
         if times[0] > spec["single_s"]:
             break
     np.savez(out_path, K=K, times=np.array(times), base_mib=base,
-             peak_mib=_status_mib("VmHWM"))
+             peak_mib=proc_status_kib("VmHWM") / 1024)
 
 
 if __name__ == "__main__":
