@@ -14,6 +14,10 @@ Parts (Gaussian kernel; the same bandwidth and alpha for every model of a part):
     a Fashion-MNIST subset and a clustered set with a rare outlying region.
 (d) Scaling: time and peak memory of PCG and FALKON on synthetic data as n grows.
 (x) The ``solver="auto"`` crossover: Cholesky vs PCG fit time on Fashion-MNIST subsets.
+(s) The Cholesky path stage by stage against scikit-learn's (Fashion-MNIST, ``stages_n``
+    images, 10 one-hot targets): kernel matrix, alpha on the diagonal, factor + solve,
+    and the whole fit; the two alternate in one process, medians of ``stages_reps``.
+    Goal: kernelkit's ``KernelRidge(solver="cholesky")`` fit no slower than scikit-learn's.
 
 Every fit runs in a fresh subprocess; peak = VmHWM of that process, reset after the
 data are loaded (so the figure is what the fit itself holds, data included).
@@ -58,12 +62,12 @@ FULL = {"n_a": 20_000, "n_b": 60_000, "centers_b": 16_000, "tol_b": 1e-3,
         "centers_c": (100, 400), "seeds_c": 3, "n_c_fm": 3000, "n_c_dia": 5000,
         "n_c_out": 5000, "scaling_pcg": (5000, 10_000, 20_000),
         "scaling_falkon": (10_000, 100_000, 300_000, 1_000_000), "centers_d": 1000,
-        "crossover": (2000, 4000, 8000, 12_000)}
+        "crossover": (2000, 4000, 8000, 12_000), "stages_n": (3000, 5000), "stages_reps": 5}
 QUICK = {"n_a": 2000, "n_b": 5000, "centers_b": 1000, "tol_b": 1e-4, "peer_b": ((2000, 200),),
          "centers_c": (50, 100),
          "seeds_c": 1, "n_c_fm": 2000, "n_c_dia": 2000, "n_c_out": 2000,
          "scaling_pcg": (2000, 4000), "scaling_falkon": (5000, 20_000), "centers_d": 200,
-         "crossover": (500, 1000)}
+         "crossover": (500, 1000), "stages_n": (1000,), "stages_reps": 2}
 EIGENPRO_60K = {"accuracy": 0.901, "fit_s": 203.0, "peak_gb": 2.2}  # RESULTS.md, EigenPro (b)
 FALKON_LIB_20K = "2,000 centers 59 s / 0.856; 5,000 centers 73-158 s / 0.870"
 
@@ -213,6 +217,54 @@ def part_x(cfg, quick):
             for n in cfg["crossover"] for k in ("cholesky", "pcg")]
 
 
+def part_s(cfg, quick):
+    """Stage times of both Cholesky paths, alternating (see the module docstring)."""
+    from scipy import linalg
+    from sklearn.kernel_ridge import KernelRidge as SKR
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    from kernelkit import KernelRidge
+    from kernelkit.utils._linalg import solve_ridge
+
+    rows = []
+    for n in cfg["stages_n"]:
+        X, y, _, _ = fm_subset(n)
+        Y, gamma, alpha = np.eye(10)[y], GAMMA_FM, ALPHA_FM
+        kk = KernelRidge(kernel="rbf", gamma=gamma, alpha=alpha, solver="cholesky")
+        kk.fit(X[:50], Y[:50])  # compiled kernels and fitted engine before timing
+        T = {}
+
+        def timed(name, f):
+            t0 = time.perf_counter()
+            out = f()
+            T.setdefault(name, []).append(time.perf_counter() - t0)
+            return out
+
+        def shift(K):
+            K.flat[:: n + 1] += alpha
+
+        for _ in range(cfg["stages_reps"]):  # the same steps as sklearn's KernelRidge.fit
+            K = timed("sklearn kernel", lambda: rbf_kernel(X, gamma=gamma))
+            timed("sklearn diagonal", lambda: shift(K))
+            timed("sklearn factor + solve", lambda: linalg.solve(
+                K, Y, assume_a="pos", overwrite_a=True, check_finite=False))
+            K = timed("kernelkit kernel", lambda: kk._kernel_matrix(X, None))
+            timed("kernelkit diagonal + factor + solve", lambda: solve_ridge(
+                K, Y, alpha, overwrite_k=True, psd=True))
+            del K
+            gc.collect()
+            timed("sklearn fit", lambda: SKR(kernel="rbf", gamma=gamma, alpha=alpha).fit(X, Y))
+            timed("kernelkit fit", lambda: KernelRidge(kernel="rbf", gamma=gamma, alpha=alpha,
+                                                       solver="cholesky").fit(X, Y))
+            gc.collect()
+        row = {"n": n, "reps": cfg["stages_reps"], "median_s": {k: float(np.median(v))
+                                                               for k, v in T.items()},
+               "runs_s": T}
+        print(f"  {row['n']}: {row['median_s']}", flush=True)
+        rows.append(row)
+    return rows
+
+
 # ------------------------------------------------------------------------ report
 def _get(rows, **kw):
     return next((r for r in rows if all(r.get(k) == v for k, v in kw.items())
@@ -324,13 +376,29 @@ def render(res):
                 L.append(f"| {n:,} | {c['fit_s']:.2f} | {p['fit_s']:.2f} | "
                          f"{p['fit_s'] / c['fit_s']:.2f} |")
         L.append("")
+    if res.get("part_s"):
+        L += ["### (s) Cholesky path against scikit-learn's, stage by stage", "",
+              f"Fashion-MNIST, gamma = {GAMMA_FM}, alpha = {ALPHA_FM}, 10 one-hot targets; "
+              "both in one process, alternating, medians (s). " + _meta(res, "s"), "",
+              "| n | kernel sklearn / kernelkit | diagonal + factor + solve sklearn / "
+              "kernelkit | fit sklearn / kernelkit | kernelkit / sklearn fit | goal (<= 1) |",
+              "|---|---|---|---|---|---|"]
+        for r in res["part_s"]:
+            m = r["median_s"]
+            ratio = m["kernelkit fit"] / m["sklearn fit"]
+            L.append(f"| {r['n']:,} | {m['sklearn kernel']:.3f} / {m['kernelkit kernel']:.3f} | "
+                     f"{m['sklearn diagonal'] + m['sklearn factor + solve']:.3f} / "
+                     f"{m['kernelkit diagonal + factor + solve']:.3f} | {m['sklearn fit']:.3f} / "
+                     f"{m['kernelkit fit']:.3f} | {ratio:.2f} | "
+                     f"**{'met' if ratio <= 1 else 'not met'}** |")
+        L.append("")
     return "\n".join(L)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes; write no files")
-    parser.add_argument("--parts", default="a,b,c,d,x", help="comma-separated parts to run")
+    parser.add_argument("--parts", default="a,b,c,d,x,s", help="comma-separated parts to run")
     parser.add_argument("--_case", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     cfg = QUICK if args.quick else FULL
@@ -344,7 +412,7 @@ def main(argv=None):
     if JSON_PATH.exists() and not args.quick:  # keep parts not rerun
         old = json.loads(JSON_PATH.read_text())
         res.update({k: v for k, v in old.items() if k.startswith(("part_", "meta_"))})
-    parts = {"a": part_a, "b": part_b, "c": part_c, "d": part_d, "x": part_x}
+    parts = {"a": part_a, "b": part_b, "c": part_c, "d": part_d, "x": part_x, "s": part_s}
     for p in args.parts.split(","):
         print(f"part ({p})", flush=True)
         meta = {"timestamp": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),

@@ -388,8 +388,8 @@ class _BaseEigenPro(BaseEstimator):
         mon = np.sort(rng.choice(n, min(n, MONITOR_SIZE), replace=False))
         op, owned_client = self._operator(evaluator, Z_dev, dtype)
         if n * p * dtype.itemsize <= cache:  # cache_rows will hold them
-            progress(f"evaluating the {n} x {p} kernel rows to hold them "
-                     f"({n * p * dtype.itemsize / 2**20:.0f} MiB, ~{flops(2 * n * p * X.shape[1])})")
+            progress(f"evaluating the {n} x {p} kernel rows to hold them ("
+                     f"{n * p * dtype.itemsize / 2**20:.0f} MiB, ~{flops(2 * n * p * X.shape[1])})")
         try:
             solver = _ep.EigenProSolver(op, X_dev, Y_dev, P, algorithm, alpha, inner,
                                         params["projection_max_iter"], batch_rng, inner_rng,

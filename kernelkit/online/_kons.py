@@ -211,7 +211,8 @@ class _KONSBase(BaseEstimator):
                                      "the kernel values are too large: rescale X and y.")
                 if (r0 // _CHUNK) % 20 == 19:
                     progress("samples", r0 + Xs.shape[0], n, n_atoms=int(st["istate"][0]),
-                             loss=float(st["fstate"][0]), seconds=round(time.perf_counter() - t0, 2))
+                             loss=float(st["fstate"][0]),
+                             seconds=round(time.perf_counter() - t0, 2))
         except BaseException:
             for k, rows in saved.items():
                 base[k][free] = rows
