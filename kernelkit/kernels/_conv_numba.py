@@ -176,9 +176,10 @@ def _conv3_full(S, out, pb, hi, wi, ho, wo):
 
     Where all nine offsets are inside both maps (the interior of an output row) the
     sum runs over a contiguous run of outputs with the terms in registers (one store
-    per output instead of nine read-modify-writes); the edges add their in-range terms
-    one output at a time. Each output sums the same terms in the same (row, column)
-    offset order as :func:`_conv`, so the results are equal.
+    per output instead of nine read-modify-writes); the first and last output of such
+    a row add their in-range terms one at a time, the top and bottom rows of image 2
+    and the edge pixels of image 1 go offset by offset. Each output sums the same terms
+    in the same (row, column) offset order as :func:`_conv`, so the results are equal.
     """
     Pi, Po = hi * wi, ho * wo
     jlo, jhi = min(wo, pb), max(min(wo, pb), min(wo, wi + pb - 2))
@@ -205,9 +206,13 @@ def _conv3_full(S, out, pb, hi, wi, ho, wo):
                     out[oo + j2] = _window(S, i1, j1, i2, j2, 0, 3, 0, 3, pb, wi, Pi)
                 for j2 in range(jhi, wo):
                     out[oo + j2] = _window(S, i1, j1, i2, j2, 0, 3, 0, 3, pb, wi, Pi)
-            else:
-                for j2 in range(wo):
-                    out[oo + j2] = _window(S, i1, j1, i2, j2, u0, u1, va, vb, pb, wi, Pi)
+            else:  # a top or bottom row of image 2: its in-range offsets, pass by pass
+                out[oo:oo + wo] = 0.0
+                for u in range(u0, u1):
+                    for v in range(3):
+                        s = ((i1 + u - pb) * wi + j1 + v - pb) * Pi + (i2 + u - pb) * wi + v - pb
+                        for j2 in range(max(0, pb - v), min(wo, wi + pb - v)):
+                            out[oo + j2] += S[s + j2]
 
 
 @nb.njit(nogil=True, cache=True)
