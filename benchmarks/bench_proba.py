@@ -28,6 +28,14 @@ Parts:
     squared-loss fit. This part is long: logistic FALKON needs hundreds to thousands of
     CG iterations where the squared loss needs ~20 (``--n-centers`` sets ``centers_b``).
 
+Wall time on 2 quiet cores, estimated from smaller runs on a busy machine (CG passes
+scale as ``n x centers``): part (a) about 3 minutes (``GaussianProcessClassifier`` is
+most of it); part (b) 20-30 minutes at 2,000 centers, most of it the logistic fit (about
+1,300 CG iterations at 10,000 images and 1,000 centers, where the squared loss needs
+~20) and the ``LinearSVC`` peer at 60,000 images. Run the parts separately, or lower
+``--n-centers`` (the 0.90 accuracy goal then moves out of reach: the squared loss needed
+16,000 centers for 0.9024).
+
 Usage::
 
     python benchmarks/bench_proba.py            # full run; writes results_proba.json and
