@@ -202,10 +202,17 @@ def _conv3_full(S, out, pb, hi, wi, ho, wo):
                                          + S[b0 + d2 + j2]) + S[b1 + j2]) + S[b1 + d1 + j2])
                                       + S[b1 + d2 + j2]) + S[b2 + j2]) + S[b2 + d1 + j2])
                                     + S[b2 + d2 + j2])
-                for j2 in range(jlo):
-                    out[oo + j2] = _window(S, i1, j1, i2, j2, 0, 3, 0, 3, pb, wi, Pi)
-                for j2 in range(jhi, wo):
-                    out[oo + j2] = _window(S, i1, j1, i2, j2, 0, 3, 0, 3, pb, wi, Pi)
+                if pb == 1 and wo == wi and wo > 1:  # "same": the two end columns
+                    out[oo] = (((((0.0 + S[b0 + d1]) + S[b0 + d2]) + S[b1 + d1])
+                                + S[b1 + d2]) + S[b2 + d1]) + S[b2 + d2]
+                    j = wo - 1
+                    out[oo + j] = (((((0.0 + S[b0 + j]) + S[b0 + d1 + j]) + S[b1 + j])
+                                    + S[b1 + d1 + j]) + S[b2 + j]) + S[b2 + d1 + j]
+                else:
+                    for j2 in range(jlo):
+                        out[oo + j2] = _window(S, i1, j1, i2, j2, 0, 3, 0, 3, pb, wi, Pi)
+                    for j2 in range(jhi, wo):
+                        out[oo + j2] = _window(S, i1, j1, i2, j2, 0, 3, 0, 3, pb, wi, Pi)
             else:  # a top or bottom row of image 2: its in-range offsets, pass by pass
                 out[oo:oo + wo] = 0.0
                 for u in range(u0, u1):
