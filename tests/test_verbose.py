@@ -10,6 +10,8 @@ from kernelkit import (
     FalkonClassifier,
     FalkonRegressor,
     KernelRidge,
+    KernelRidgeClassifierCV,
+    KernelRidgeCV,
     KernelThinning,
     KONSRegressor,
     STKRRegressor,
@@ -17,6 +19,7 @@ from kernelkit import (
 from kernelkit.backend._numpy import NumpyBackend
 from kernelkit.kernels._resolve import KernelOperator
 from kernelkit.leverage import RLSNystroem
+from kernelkit.ridge._cv_grid import KernelGrid
 from kernelkit.stkr._base import _STKRBase
 from kernelkit.thinning import _estimator as kt_module
 from kernelkit.utils import _verbose
@@ -46,6 +49,10 @@ CASES = [
     (KernelRidge(kernel="rbf", gamma=0.5, alpha=0.1), (X, y)),
     (RLSNystroem(gamma=0.5, n_components=50, random_state=0), (X,)),
     (KernelThinning(gamma=0.5, random_state=0), (X[:512],)),
+    (KernelRidgeCV(kernel="rbf", param_grid={"gamma": [0.1, 0.5]}), (X, y)),
+    (KernelRidgeCV(kernel="rbf", gamma=0.5, solver="nystrom", n_centers=50, random_state=0),
+     (X, y)),
+    (KernelRidgeClassifierCV(kernel="rbf", gamma=0.5, cv=3), (X, y > 0)),
 ]
 
 
@@ -84,7 +91,8 @@ def _expensive_steps(monkeypatch, events):
 
     monkeypatch.setattr(_verbose.Progress, "__call__", call)
     targets = [(KernelOperator, "block"), (KernelOperator, "matmul"), (KernelOperator, "diag"),
-               (NumpyBackend, "pairwise"), (NumpyBackend, "matmul"),
+               (NumpyBackend, "pairwise"), (NumpyBackend, "matmul"), (KernelGrid, "matrix"),
+               (KernelGrid, "cross"),
                (_STKRBase, "_train_operator"), (kt_module, "_kt"), (kt_module, "_compress")]
     for owner, name in targets:
         real = getattr(owner, name)
@@ -134,3 +142,14 @@ def test_eigenpro_first_line_states_the_setup(capsys):
     setup = [line for line in lines if " setup done in " in line]
     assert len(setup) == 1 and "up to 2 of 10 batches of 64" in setup[0]
     assert sum(" epoch " in line for line in lines) == 2
+
+
+def test_cv_search_plan_and_one_line_per_kernel(capsys):
+    KernelRidgeCV(kernel="rbf", param_grid={"gamma": [0.1, 0.2, 0.5]}, verbose=1).fit(X, y)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("[KernelRidgeCV] n=600, d=3, solver exact: 3 grid point(s);")
+    assert [line.split(" done in ")[0] for line in lines[1:]] == [
+        f"[KernelRidgeCV] kernel {k}" for k in (1, 2, 3)]
+    assert "gamma=0.2, best_score=" in lines[2]
+    with pytest.raises(ValueError, match="verbose"):
+        KernelRidgeCV(verbose=-1).fit(X, y)

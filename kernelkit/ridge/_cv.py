@@ -21,12 +21,13 @@ from ..utils._class_weight import check_class_weight, row_weights
 from ..utils._classes import CALIBRATION_DOC, _calibration_on
 from ..utils._state import atomic
 from ..utils._validation import check_bool, check_kernel_matrix
+from ..utils._verbose import check_verbose
 from ._cv_grid import KernelGrid, _allowed_names, check_param_grid, ridge_params
 from ._cv_scoring import (GivenClassifier, GivenRegressor, check_alphas, check_cv_param,
                           squared_units, weight_params)
 from ._cv_search import (SEARCH_ATTRS, SEARCH_DOC, SEARCH_RAISES, check_gamma_search,
                          check_solver, fold_model, resolve_solver, search_log_gamma,
-                         select_centers)
+                         report_kernel, search_plan, select_centers)
 from ._falkon import FalkonClassifier, FalkonRegressor
 from ._kernel_ridge import _SPARSE, KernelRidge, KernelRidgeClassifier
 from ._loo import EigenRidge, loo_predictions, weighted
@@ -71,8 +72,8 @@ class _KernelRidgeCVBase(BaseEstimator):
         log_bounds = check_gamma_search(self.gamma_search, self.kernel,
                                         set().union(*candidates), _allowed_names(self.kernel))
         intercept = check_bool(getattr(self, "fit_intercept", False), "fit_intercept")
-        return (alphas, mode, store, per_target, scorer, candidates, solver, log_bounds,
-                intercept)
+        check_verbose(self.verbose)
+        return (alphas, mode, store, per_target, scorer, candidates, solver, log_bounds, intercept)
 
     def _validated_weights(self, sample_weight, X):
         if sample_weight is None:
@@ -160,6 +161,7 @@ class _KernelRidgeCVBase(BaseEstimator):
             folds = list(splitter.split(X, y_split, groups))
         grid = KernelGrid(X, self.backend_)
         nystrom = self.solver_ == "nystrom"
+        progress = search_plan(self, X.shape, len(candidates), alphas, mode, folds, log_bounds)
         if nystrom:
             self._centers = select_centers(self.n_centers, self.search_centers,
                                            self.random_state, self.backend_, X)
@@ -178,6 +180,7 @@ class _KernelRidgeCVBase(BaseEstimator):
                                                  y_true, sw, folds, alphas, scorer,
                                                  per_target, warn), None
             tried.append(cand)
+            report_kernel(progress, len(tried), cand, sc)
             scores.append(sc)
             values.append(vals)
             return np.asarray(sc, dtype=np.float64)
@@ -437,7 +440,7 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
                  coef0=1, kernel_params=None, param_grid=None, gamma_search=None, cv=None,
                  scoring=None, fit_intercept=False, alpha_per_target=False,
                  store_cv_results=False, solver="auto", n_centers="auto", search_centers="auto",
-                 random_state=None, backend=None):
+                 random_state=None, verbose=0, backend=None):
         self.alphas = alphas
         self.kernel = kernel
         self.gamma = gamma
@@ -455,6 +458,7 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
         self.n_centers = n_centers
         self.search_centers = search_centers
         self.random_state = random_state
+        self.verbose = verbose
         self.backend = backend
 
     @atomic
@@ -576,8 +580,8 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
     def __init__(self, alphas=DEFAULT_ALPHAS, *, kernel="linear", gamma=None, degree=3,
                  coef0=1, kernel_params=None, param_grid=None, gamma_search=None, cv=None,
                  scoring=None, fit_intercept=False, store_cv_results=False, solver="auto",
-                 n_centers="auto", search_centers="auto", random_state=None, backend=None,
-                 class_weight=None, calibration="auto"):
+                 n_centers="auto", search_centers="auto", random_state=None, verbose=0,
+                 backend=None, class_weight=None, calibration="auto"):
         self.fit_intercept = fit_intercept
         self.class_weight = class_weight
         self.calibration = calibration
@@ -596,6 +600,7 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
         self.n_centers = n_centers
         self.search_centers = search_centers
         self.random_state = random_state
+        self.verbose = verbose
         self.backend = backend
 
     @atomic

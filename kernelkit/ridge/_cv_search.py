@@ -172,7 +172,10 @@ SEARCH_DOC = f"""
         search's centers, and the final fit uses all ``n_centers``. Only for the
         Nyström path.
     random_state : int, RandomState instance or None, default=None
-        Seeds the draw of the centers (Nyström path only)."""
+        Seeds the draw of the centers (Nyström path only).
+    verbose : int, default=0
+        0: silent; >= 1: the search's plan (kernels to evaluate, the cost of each)
+        before the first kernel, then one line per kernel with its time and best score."""
 
 SEARCH_ATTRS = """
     n_kernel_evaluations_ : int
@@ -214,3 +217,29 @@ def fold_model(est, K, X, Y, sw, kw):
         return ridge, partial(ridge.predict, K_te)
 
     return exact if K is not None else nystrom
+
+
+def search_plan(est, shape, n_grid, alphas, mode, folds, log_bounds):
+    """Print the search's plan (before its first kernel); return its
+    :class:`~kernelkit.utils._verbose.Progress`."""
+    from ..utils._verbose import Progress, check_verbose, flops
+
+    progress = Progress(est, check_verbose(est.verbose))
+    n, d = shape
+    kernels = f"{n_grid} grid point(s)" + (
+        f", each a gamma search ({GAMMA_COARSE} coarse values, then Brent)" if log_bounds
+        else "")
+    if est.solver_ == "nystrom":
+        each = "an n x s kernel against the search centers and s x s factorizations"
+    else:
+        each = f"the {n} x {n} kernel and its eigendecomposition (9 n^3 ~ {flops(9.0 * n ** 3)})"
+    scored = mode if folds is None else f"{len(folds)}-fold cv"
+    progress(f"n={n}, d={d}, solver {est.solver_}: {kernels}; per kernel {each}; "
+             f"{len(np.atleast_1d(alphas))} alphas scored by {scored}")
+    return progress
+
+
+def report_kernel(progress, k, candidate, scores):
+    """The line of the ``k``-th kernel of the search: its parameters, time, best score."""
+    best = np.fmax.reduce(np.ravel(np.asarray(scores, dtype=np.float64)))  # NaN: unusable
+    progress.done(f"kernel {k}", **candidate, best_score=float(best))
