@@ -26,12 +26,15 @@ from sklearn.utils.class_weight import compute_sample_weight
 
 from kernelkit.eigenpro import EigenProClassifier
 from kernelkit.online import KONSClassifier
+from kernelkit.random_features import RandomFeaturesClassifier, RandomFourierFeatures
 from kernelkit.stkr import STKRClassifier
 
 FACTORIES = {
     "eigenpro": lambda **kw: EigenProClassifier(gamma=0.5, max_iter=5, random_state=0, **kw),
     "stkr": lambda **kw: STKRClassifier(kernel="rbf", gamma=0.5, **kw),
     "kons": lambda **kw: KONSClassifier(gamma=0.5, gamma_reg=0.1, random_state=0, **kw),
+    "random_features": lambda **kw: RandomFeaturesClassifier(
+        RandomFourierFeatures(64, gamma=0.5, random_state=0), alpha=0.1, **kw),
 }
 
 
@@ -245,7 +248,8 @@ def test_meta_estimators_take_every_classifier(name):
 @pytest.mark.parametrize("scoring", ["neg_log_loss", "neg_brier_score"])
 def test_probability_scorers_in_grid_search(name, scoring):
     X, y = _data(12, n=90, k=2)
-    grid = GridSearchCV(FACTORIES[name](), {"gamma": [0.1, 0.5]}, scoring=scoring, cv=3)
+    key = "features__gamma" if name == "random_features" else "gamma"
+    grid = GridSearchCV(FACTORIES[name](), {key: [0.1, 0.5]}, scoring=scoring, cv=3)
     grid.fit(X, y)
     assert np.all(np.isfinite(grid.cv_results_["mean_test_score"]))
     assert np.all(grid.cv_results_["mean_test_score"] <= 0)

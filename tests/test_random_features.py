@@ -403,7 +403,7 @@ def test_classifier_loo_calibration_matches_explicit_refits(n_classes):
     np.testing.assert_allclose(clf.coef_, ref.coef_.reshape(clf.coef_.shape), rtol=1e-8)
     loo = _brute_loo(Z, Y, w, 0.5)
     beta = fit_temperature(loo[:, 0] if n_classes == 2 else loo, y, w)
-    assert clf.beta_ == pytest.approx(beta, rel=1e-6)
+    assert clf.calibration_temperature_ == pytest.approx(beta, rel=1e-6)
     proba = clf.predict_proba(X)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
     np.testing.assert_array_equal(clf.classes_[proba.argmax(axis=1)], clf.predict(X))
@@ -420,7 +420,7 @@ def test_classifier_partial_fit_coefficients_equal_fit():
         stream.partial_fit(X[a:b], y[a:b], classes=["a", "b", "c"])
     np.testing.assert_allclose(stream.coef_, full.coef_, rtol=1e-9, atol=1e-12)
     np.testing.assert_array_equal(stream.predict(X), full.predict(X))
-    assert stream.beta_ > 0
+    assert stream.calibration_temperature_ > 0
 
 
 # ---------------------------------------------------------------- bad input, rejected calls
@@ -560,3 +560,21 @@ def test_foreign_transformer_blocks_are_copied_not_overwritten():
     Y = np.where(y[:, None] == np.arange(3), 1.0, -1.0)
     ref = Ridge(alpha=0.3, fit_intercept=False).fit(X0, Y, sample_weight=w)
     np.testing.assert_allclose(clf.coef_, ref.coef_, rtol=1e-9, atol=1e-12)
+
+
+def test_classifier_without_calibration_skips_it_and_has_no_proba():
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((120, 4)), rng.integers(0, 3, 120)
+    feats = RandomFourierFeatures(64, gamma=0.5, random_state=0)
+    on = RandomFeaturesClassifier(feats, alpha=0.1).fit(X, y)
+    off = RandomFeaturesClassifier(feats, alpha=0.1, calibration=None).fit(X, y)
+    np.testing.assert_allclose(off.decision_function(X), on.decision_function(X), rtol=1e-12)
+    assert off.calibration_temperature_ is None and not hasattr(off, "predict_proba")
+    assert not hasattr(off, "predict_log_proba")
+    # partial_fit without calibration, then switched on: calibrates on the new chunk
+    stream = RandomFeaturesClassifier(feats, alpha=0.1, calibration=None)
+    stream.partial_fit(X[:60], y[:60], classes=[0, 1, 2])
+    stream.set_params(calibration="auto").partial_fit(X[60:], y[60:])
+    assert stream.calibration_temperature_ > 0 and stream.predict_proba(X).shape == (120, 3)
+    with pytest.raises(ValueError, match="calibration"):
+        RandomFeaturesClassifier(feats, calibration="platt").fit(X, y)

@@ -2,11 +2,12 @@
 
 import numpy as np
 from sklearn.preprocessing import LabelBinarizer
+from sklearn.utils._available_if import available_if
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 
 from ..utils._calibration import fit_temperature, predict_log_proba_from
-from ..utils._classes import OneVsAllClassifierMixin
+from ..utils._classes import OneVsAllClassifierMixin, _calibration_on
 from ..utils._state import atomic
 from ._ridge import _PARAMS, _blocks, _RandomFeaturesRidge
 
@@ -46,10 +47,11 @@ class RandomFeaturesClassifier(OneVsAllClassifierMixin, _RandomFeaturesRidge):
     whose positive side is ``classes_[1]``), as :class:`~kernelkit.KernelRidgeClassifier`
     and :class:`sklearn.linear_model.RidgeClassifier` encode them, fitted as
     :class:`RandomFeaturesRegressor` in ``O(D^2)`` memory. ``predict_proba`` is a softmax
-    of the decision values at one inverse temperature ``beta_`` fitted on their exact
-    leave-one-out values (kernelkit's shared calibration; ``argmax(predict_proba) ==
-    predict``); with ``h_i = w_i z_i^T (Z^T W Z + alpha I)^-1 z_i`` these come from the
-    ``D x D`` system in one more pass over the rows. ``partial_fit`` calibrates on the
+    of the decision values at one inverse temperature ``calibration_temperature_``
+    fitted on their exact leave-one-out values (kernelkit's shared calibration;
+    ``argmax(predict_proba) == predict``); with
+    ``h_i = w_i z_i^T (Z^T W Z + alpha I)^-1 z_i`` these come from the ``D x D`` system in
+    one more pass over the rows. ``partial_fit`` calibrates on the
     leave-one-out values of the most recent 10 000 rows, each computed when its chunk
     arrived (against the model fitted on everything seen up to that chunk).
 
@@ -58,14 +60,19 @@ class RandomFeaturesClassifier(OneVsAllClassifierMixin, _RandomFeaturesRidge):
     class_weight : dict, "balanced" or None, default=None
         Multiplies the sample weights per class, as in scikit-learn; "balanced" is not
         available in ``partial_fit`` (the class frequencies of a stream are unknown).
+    calibration : {{"auto", None}}, default="auto"
+        ``"auto"``: fit ``calibration_temperature_`` on the leave-one-out decision
+        values (one more pass over the rows while the system is factored). None: skip
+        that pass; then ``predict_proba`` is unavailable (``hasattr`` is False), as
+        for scikit-learn's classifiers without probabilities.
 
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
     features_ : transformer
     coef_ : ndarray of shape (1, n_features_out) for two classes, else (n_classes, ...)
-    beta_ : float
-        Inverse temperature of ``predict_proba``.
+    calibration_temperature_ : float or None
+        Inverse temperature of ``predict_proba`` (None with ``calibration=None``).
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
 
@@ -88,9 +95,17 @@ class RandomFeaturesClassifier(OneVsAllClassifierMixin, _RandomFeaturesRidge):
 
     _calibrated = True
 
-    def __init__(self, features=None, *, alpha=1.0, class_weight=None, random_state=None):
+    def __init__(self, features=None, *, alpha=1.0, class_weight=None, random_state=None,
+                 calibration="auto"):
         super().__init__(features, alpha=alpha, random_state=random_state)
         self.class_weight = class_weight
+        self.calibration = calibration
+
+    def _loo(self, fmap, X, Y, w, D):
+        """The leave-one-out pass that calibrates, or None with ``calibration=None``."""
+        if not self._check_calibration():
+            return None
+        return lambda f, C: loo_decisions(fmap, X, Y, w, f, C, D)
 
     def _encode(self, y, w, binarizer, streaming):
         check_classification_targets(y)
@@ -121,6 +136,7 @@ class RandomFeaturesClassifier(OneVsAllClassifierMixin, _RandomFeaturesRidge):
         self : object
         """
         alpha = self._check_params()
+        self._check_calibration()
         X, y, w = self._validate(X, y, sample_weight, reset=True)
         check_classification_targets(y)
         if np.unique(y).shape[0] < 2:
@@ -129,9 +145,9 @@ class RandomFeaturesClassifier(OneVsAllClassifierMixin, _RandomFeaturesRidge):
         binarizer = LabelBinarizer(neg_label=-1, pos_label=1).fit(y)
         Y, w, idx = self._encode(y, w, binarizer, streaming=False)
         fmap, D = self._new_map(X)
-        G, B, C, (loo, usable) = self._fit_sums(
-            X, Y, w, alpha, fmap, D, then=lambda f, C: loo_decisions(fmap, X, Y, w, f, C, D))
-        self._commit(binarizer, fmap, G, B, C, (loo, idx, w, usable))
+        G, B, C, loo = self._fit_sums(X, Y, w, alpha, fmap, D,
+                                      then=self._loo(fmap, X, Y, w, D))
+        self._commit(binarizer, fmap, G, B, C, loo and (*loo, idx, w))
         return self
 
     @atomic(deep=True)
@@ -151,6 +167,7 @@ class RandomFeaturesClassifier(OneVsAllClassifierMixin, _RandomFeaturesRidge):
         self : object
         """
         alpha = self._check_params()
+        self._check_calibration()
         first = not hasattr(self, "features_")
         if first and classes is None:
             raise ValueError("classes must be passed to the first call of partial_fit (all "
@@ -168,29 +185,32 @@ class RandomFeaturesClassifier(OneVsAllClassifierMixin, _RandomFeaturesRidge):
             binarizer, fmap = self._label_binarizer, self.features_
             D, G, B = self._coef.shape[0], self._gram, self._zty
         Y, w, idx = self._encode(y, w, binarizer, streaming=True)
-        G, B, C, (loo, usable) = self._fit_sums(
-            X, Y, w, alpha, fmap, D, G, B,
-            then=lambda f, C: loo_decisions(fmap, X, Y, w, f, C, D))
-        if not first:  # keep the recent rows' out-of-sample values
-            old = self._calibration
-            loo, idx, w, usable = (np.concatenate([a, b])[-_CALIBRATION_ROWS:]
-                                   for a, b in zip(old, (loo, idx, w, usable)))
-        self._commit(binarizer, fmap, G, B, C, (loo, idx, w, usable))
+        G, B, C, loo = self._fit_sums(X, Y, w, alpha, fmap, D, G, B,
+                                      then=self._loo(fmap, X, Y, w, D))
+        new = loo and (*loo, idx, w)
+        old = None if first else getattr(self, "_calibration", None)
+        if new is not None and old is not None:  # keep the recent rows' out-of-sample values
+            new = tuple(np.concatenate([a, b])[-_CALIBRATION_ROWS:] for a, b in zip(old, new))
+        self._commit(binarizer, fmap, G, B, C, new)
         return self
 
     def _commit(self, binarizer, fmap, G, B, C, calibration):
-        loo, idx, w, usable = calibration
-        cw = np.where(usable, w, 0.0)
-        scores = loo[:, 0] if loo.shape[1] == 1 else loo
-        beta = fit_temperature(scores, idx, cw) if cw.sum() > 0 else 1.0
+        """Assign the fit; ``calibration`` is ``(loo, usable, idx, w)`` or None (off)."""
+        beta = None
+        if calibration is not None:
+            loo, usable, idx, w = calibration
+            cw = np.where(usable, w, 0.0)
+            scores = loo[:, 0] if loo.shape[1] == 1 else loo
+            beta = fit_temperature(scores, idx, cw) if cw.sum() > 0 else 1.0
         self._label_binarizer, self.classes_ = binarizer, binarizer.classes_
         self.features_, self._gram, self._zty, self._coef = fmap, G, B, C
-        self._calibration, self.beta_ = calibration, beta
+        self._calibration, self.calibration_temperature_ = calibration, beta
         self.coef_ = C.T.copy()
 
     def _decision(self, X):
         return self._scores(X)
 
+    @available_if(_calibration_on)
     def predict_log_proba(self, X):
         """Log of :meth:`predict_proba`.
 
@@ -202,10 +222,13 @@ class RandomFeaturesClassifier(OneVsAllClassifierMixin, _RandomFeaturesRidge):
         -------
         log_proba : ndarray of shape (n_samples, n_classes)
         """
-        return predict_log_proba_from(self.decision_function(X), self.beta_)
+        return predict_log_proba_from(self.decision_function(X),
+                                      self.calibration_temperature_)
 
+    @available_if(_calibration_on)
     def predict_proba(self, X):
-        """Class probabilities: ``softmax(beta_ * decision)`` (``sigmoid`` for two classes).
+        """Class probabilities: ``softmax(calibration_temperature_ * decision)``
+        (``sigmoid`` for two classes).
 
         Parameters
         ----------
