@@ -315,10 +315,14 @@ def main(argv=None):
     parser.add_argument("--parts", default="a,b", help="comma-separated parts to run")
     parser.add_argument("--n-centers", type=int, default=None,
                         help="centers / Nystroem components of part (b)")
+    parser.add_argument("--sizes-b", type=int, nargs="+", default=None,
+                        help="training sizes of part (b) (default: 20,000 and 60,000)")
     args = parser.parse_args(argv)
     cfg = dict(QUICK if args.quick else FULL)
     if args.n_centers is not None:
         cfg["centers_b"] = args.n_centers
+    if args.sizes_b is not None:
+        cfg["n_b"] = args.sizes_b
     t_run = time.perf_counter()
     res = {"timestamp": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
            "quick": args.quick, "config": cfg, "seed": SEED, "loadavg_before": load_average(),
