@@ -5,12 +5,12 @@ Parts:
 (a) Kernel blocks ``k(X, Y)`` of the NTK, float64, side by side: kernelkit's Numba
     engine and neural-tangents 0.6.5 (``stax`` in the NTK parameterization, its
     ``kernel_fn`` under ``jax.jit`` and ``nt.batch``). Myrtle-5 and a CNTK with global
-    average pooling, on the 8x8 digits (Myrtle-5 1,000 x 1,000, the three-layer GAP
-    CNTK 500 x 500) and on 28x28 Fashion-MNIST images (40 x 40: neural-tangents takes
-    a few minutes there; both sides get the same blocks). Each side of each case runs
+    average pooling, on the 8x8 digits (Myrtle-5 400 x 400, the three-layer GAP
+    CNTK 300 x 300) and on 28x28 Fashion-MNIST images (20 x 20: neural-tangents takes
+    about a minute there; both sides get the same blocks). Each side of each case runs
     in a fresh process (``_conv_worker.py``): time of the block after a warm-up call
-    that compiles (median of ``--repeats``, one call when the first takes over a
-    minute), and the process's peak resident memory (``VmHWM``).
+    that compiles (median of ``--repeats``, one call when the first takes over
+    30 s), and the process's peak resident memory (``VmHWM``).
     The two blocks are checked equal (relative 1e-10) before any ratio is reported.
     The table gives the operations per image pair (the recursion's additions and
     multiplications: the input covariance, every filter window sum and per-element
@@ -66,11 +66,11 @@ R2 = 2.0**0.5
 BLOCK = [["conv", 3], "relu"]
 GAP3, GAP2 = BLOCK * 3 + ["gap"], BLOCK * 2 + ["gap"]
 # name: (layers, images, rows of X, rows of Y, neural-tangents batch size)
-FULL = {"cases": {"digits 8x8, Myrtle-5": ("myrtle5", "digits", 1000, 1000, 100),
-                  "digits 8x8, CNTK-GAP (3 conv)": (GAP3, "digits", 500, 500, 100),
-                  "Fashion-MNIST 28x28, Myrtle-5": ("myrtle5", "fmnist", 40, 40, 10),
-                  "Fashion-MNIST 28x28, CNTK-GAP (2 conv)": (GAP2, "fmnist", 40, 40, 10)},
-        "repeats": 3, "single_s": 60.0, "n_train": 1000, "n_test": 797, "engine_rows": 30}
+FULL = {"cases": {"digits 8x8, Myrtle-5": ("myrtle5", "digits", 400, 400, 100),
+                  "digits 8x8, CNTK-GAP (3 conv)": (GAP3, "digits", 300, 300, 100),
+                  "Fashion-MNIST 28x28, Myrtle-5": ("myrtle5", "fmnist", 20, 20, 10),
+                  "Fashion-MNIST 28x28, CNTK-GAP (2 conv)": (GAP2, "fmnist", 20, 20, 10)},
+        "repeats": 3, "single_s": 30.0, "n_train": 1000, "n_test": 797, "engine_rows": 30}
 QUICK = {"cases": {"digits 8x8, Myrtle-5": ("myrtle5", "digits", 100, 100, 50),
                    "digits 8x8, CNTK-GAP (3 conv)": (GAP3, "digits", 100, 100, 50),
                    "Fashion-MNIST 28x28, Myrtle-5": ("myrtle5", "fmnist", 10, 10, 5),
