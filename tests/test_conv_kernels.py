@@ -424,3 +424,55 @@ def test_nngp_is_the_covariance_of_wide_random_conv_nets():
     empirical = w_std**2 * pooled @ pooled.T / width + b_std**2
     k = ConvNNGP(layers=[("conv", f), "relu", "gap"], w_std=w_std, b_std=b_std)
     assert_allclose(empirical, k(X), rtol=0.05)
+
+
+class _CopyingDevice:
+    """A stand-in for CuPy's transfers: every array crossing is a fresh copy, so the
+    device path may not write into the caller's arrays except through ``asnumpy``."""
+
+    @staticmethod
+    def asarray(a):
+        return np.array(a, copy=True)
+
+    @staticmethod
+    def asnumpy(a):
+        return np.array(a, copy=True)
+
+
+@pytest.mark.parametrize("layers", [myrtle_layers(5), [("conv", 3), "erf", "flatten"]],
+                         ids=["myrtle5-gap", "erf-flatten"])
+def test_device_tiles_equal_host_tiles(layers, monkeypatch):
+    """The CuPy engine's path (tiles copied in, the reference program, values and the
+    self runs' trajectories copied back) gives the host reference's values."""
+    rng = np.random.default_rng(3)
+    X, Y = rng.random((5, 8, 8, 1)), rng.random((4, 8, 8, 1))
+    k = ConvNTK(layers=layers, w_std=2**0.5)
+    with kernelkit.config_context(backend="numpy"):
+        ref, dref = k(X, Y), k.diag(X)
+    real, calls = _conv_numpy.run_pairs, []
+
+    def via_device(*args):
+        calls.append(len(args[4]))
+        return real(*args[:12], _CopyingDevice)
+
+    monkeypatch.setattr(_conv_numpy, "run_pairs", via_device)
+    with kernelkit.config_context(backend="numpy"):
+        assert_allclose(k(X, Y), ref, rtol=1e-14, atol=0)
+        assert_allclose(k.diag(X), dref, rtol=1e-14, atol=0)
+    assert sum(calls) >= 5 + 4 + 5 * 4  # every self run and pair went through it
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif("cupy" not in kernelkit.backend.available_backends(),
+                    reason="needs CuPy and a CUDA GPU")
+def test_cupy_input_runs_on_the_device_and_equals_numpy():
+    import cupy as cp
+
+    rng = np.random.default_rng(4)
+    X = rng.random((6, 8, 8, 1))
+    k = ConvNTK(layers=myrtle_layers(5), w_std=2**0.5)
+    with kernelkit.config_context(backend="numpy"):
+        ref = k(X)
+    out = k(cp.asarray(X))
+    assert isinstance(out, cp.ndarray)
+    assert_allclose(out.get(), ref, rtol=1e-12)

@@ -51,12 +51,16 @@ class _ConvPlan:
 
             return _conv_numba.run_pairs(A, B, QA, QB, ii, jj, self.prog, self.w2, self.b2,
                                          self.want_ntk, self.full, self_mode, self.state_size)
+        device = None
+        if engine == "cupy":  # the reference program on device tiles
+            import cupy as device
         return _conv_numpy.run_pairs(A, B, QA, QB, ii, jj, self.prog, self.w2, self.b2,
-                                     self.want_ntk, self.full, self_mode)
+                                     self.want_ntk, self.full, self_mode, device)
 
     def pair_bytes(self, engine):
-        """Bytes a pair of a NumPy tile (or a running pair on Numba) holds at once."""
-        if engine == "numpy":
+        """Bytes a pair of a NumPy / CuPy tile (or a running pair on Numba) holds at
+        once."""
+        if engine in ("numpy", "cupy"):
             extra = 2 * (int(np.prod(self.image_shape)) + self.traj_len)  # gathered inputs
             return 8.0 * (_NUMPY_ARRAYS[self.want_ntk] * self.state_size + extra)
         return 8.0 * _NUMBA_ARRAYS[self.want_ntk] * self.state_size
@@ -71,7 +75,7 @@ class _ConvPlan:
                           "time (raise working_memory or use a flatten read-out without "
                           "pooling, whose state is linear in the pixels).", RuntimeWarning,
                           stacklevel=4)
-        if engine == "numpy":
+        if engine in ("numpy", "cupy"):  # one tile at a time (on the device for CuPy)
             return max(1, min(total, int(budget // per_pair))), 1
         workers = max(1, min(n_workers(), int(budget // per_pair)))
         return max(1, min(_MAX_TILE, -(-total // (4 * workers)))), workers
@@ -198,6 +202,7 @@ class _ConvKernel(Kernel):
 
     def _evaluate(self, X, Y):
         """Host float64 ``k(X, Y)`` and the output dtype."""
+        engine = get_backend(None, X).name  # CuPy for device input (or backend="cupy")
         X, sx = self._images(X, "X")
         if Y is not None:
             Y, sy = self._images(Y, "Y")
@@ -208,8 +213,6 @@ class _ConvKernel(Kernel):
         plan = self._plan(X.shape[1], sx)
         dtype = np.float32 if X.dtype == np.float32 and (Y is None or Y.dtype == np.float32) \
             else np.float64
-        engine = get_backend(None, X).name
-        engine = "numba" if engine == "cupy" and _have_numba() else engine
         A = np.ascontiguousarray(X, dtype=np.float64).reshape((-1,) + plan.image_shape)
         B = None if Y is None else np.ascontiguousarray(Y, dtype=np.float64).reshape(
             (-1,) + plan.image_shape)
@@ -236,7 +239,7 @@ class _ConvKernel(Kernel):
         -------
         K : ndarray of shape (n_X, n_Y)
             The kernel matrix: float32 for float32 inputs, else float64; NumPy, or CuPy
-            for CuPy input (computed on the host).
+            for CuPy input (computed on the device, tile by tile).
         K_gradient : ndarray of shape (n_X, n_X, 0)
             Only when ``eval_gradient`` is True.
 
@@ -271,12 +274,6 @@ class _ConvKernel(Kernel):
         return follow_input(_finite(plan.selves(engine, A)[0], self), X)
 
 
-def _have_numba():
-    import importlib.util
-
-    return importlib.util.find_spec("numba") is not None
-
-
 def _finite(K, kernel):
     if not np.all(np.isfinite(K)):
         raise ValueError(f"the kernel {kernel!r} produced NaN or infinite values on these "
@@ -308,7 +305,8 @@ pixel pairs at equal positions (``P = H W``): ``O(L f^2 P)`` operations and
 ``P^2`` pixel pairs: ``O(L f^2 P^2)`` operations and ``4 P^2`` floats (Numba) per
 running pair. Pairs are computed in tiles sized by ``working_memory``
 (:func:`kernelkit.set_config`), in parallel on the Numba engine; the CuPy engine
-computes these kernels on the host. Internal arithmetic is float64.
+runs the NumPy reference program on device tiles of the same size (not yet run on a
+GPU). Internal arithmetic is float64.
 
 References: Novak et al., "Bayesian deep convolutional networks with many channels
 are Gaussian processes", ICLR 2019 (CNN-GP); Arora et al., "On exact computation

@@ -6,14 +6,26 @@ only its entries at equal positions, ``(h, w)``, when the network has no pooling
 and ends with a flatten read-out (a stride-1 convolution maps the covariance of
 pixels ``i, j`` to sums over ``i + o, j + o``: entries at equal positions only
 depend on entries at equal positions). A tile is a stack of ``t`` pairs. The
-Numba engine (:mod:`._conv_numba`) runs the same program pair by pair.
+Numba engine (:mod:`._conv_numba`) runs the same program pair by pair; the CuPy
+engine runs this very program on device tiles (every call below takes its array
+module from its input: NumPy or CuPy).
 """
 
 import math
 
 import numpy as np
 
+from ..backend import is_cupy_array
 from ._conv_arch import CONV, ERF, POOL, RELU
+
+
+def _xp(a):
+    """The array module of ``a``: CuPy for device arrays, else NumPy."""
+    if is_cupy_array(a):
+        import cupy
+
+        return cupy
+    return np
 
 
 def relu_step(K, qa, qb):
@@ -22,11 +34,12 @@ def relu_step(K, qa, qb):
     ``p = 0`` (a pixel with zero variance) gives 0 and the factor 1/4 (angle pi/2),
     as neural-tangents.
     """
-    p = np.sqrt(qa * qb)
+    xp = _xp(K)
+    p = xp.sqrt(qa * qb)
     pos = p > 0
-    c = np.clip(np.where(pos, K / np.where(pos, p, 1.0), 0.0), -1.0, 1.0)
-    th = np.arccos(c)
-    K_new = p * (np.sqrt((1.0 - c) * (1.0 + c)) + (math.pi - th) * c) / (2 * math.pi)
+    c = xp.clip(xp.where(pos, K / xp.where(pos, p, 1.0), 0.0), -1.0, 1.0)
+    th = xp.arccos(c)
+    K_new = p * (xp.sqrt((1.0 - c) * (1.0 + c)) + (math.pi - th) * c) / (2 * math.pi)
     return K_new, (math.pi - th) / (2 * math.pi)
 
 
@@ -36,11 +49,12 @@ def erf_step(K, qa, qb):
     The gap ``(1 + 2 q_a)(1 + 2 q_b) - 4 K^2`` is formed as
     ``a + b - 1 + 4 (p - K)(p + K)`` so that large variances do not cancel it.
     """
+    xp = _xp(K)
     a, b = 1.0 + 2.0 * qa, 1.0 + 2.0 * qb
-    p = np.sqrt(qa * qb)
-    gap = a + b - 1.0 + 4.0 * np.maximum((p - K) * (p + K), 0.0)
-    K_new = (2.0 / math.pi) * np.arcsin(np.clip(2.0 * K / np.sqrt(a * b), -1.0, 1.0))
-    return K_new, (4.0 / math.pi) / np.sqrt(gap)
+    p = xp.sqrt(qa * qb)
+    gap = a + b - 1.0 + 4.0 * xp.maximum((p - K) * (p + K), 0.0)
+    K_new = (2.0 / math.pi) * xp.arcsin(xp.clip(2.0 * K / xp.sqrt(a * b), -1.0, 1.0))
+    return K_new, (4.0 / math.pi) / xp.sqrt(gap)
 
 
 def _conv_sum(S, f, before, ho, wo, full):
@@ -48,8 +62,9 @@ def _conv_sum(S, f, before, ho, wo, full):
     t, h, w = S.shape[:3]
     after_h, after_w = ho + f - 1 - before - h, wo + f - 1 - before - w
     pad = ((0, 0), (before, after_h), (before, after_w))
-    Sp = np.pad(S, pad + pad[1:] if full else pad)
-    acc = np.zeros((t, ho, wo, ho, wo) if full else (t, ho, wo))
+    xp = _xp(S)
+    Sp = xp.pad(S, pad + pad[1:] if full else pad)
+    acc = xp.zeros((t, ho, wo, ho, wo) if full else (t, ho, wo))
     for u in range(f):
         for v in range(f):
             if full:
@@ -70,7 +85,7 @@ def _diag(S, full):
     t, h, w = S.shape[:3]
     if not full:
         return S.reshape(t, h * w)
-    return np.diagonal(S.reshape(t, h * w, h * w), axis1=1, axis2=2)
+    return _xp(S).diagonal(S.reshape(t, h * w, h * w), axis1=1, axis2=2)
 
 
 def run_tile(program, readout, Xa, Xb, qa, qb, w2, b2, want_ntk, full, self_mode):
@@ -92,12 +107,12 @@ def run_tile(program, readout, Xa, Xb, qa, qb, w2, b2, want_ntk, full, self_mode
     -------
     nngp, ntk : ndarrays of shape (t,) (``ntk`` None unless ``want_ntk``)
     """
-    C = Xa.shape[3]
+    xp, C = _xp(Xa), Xa.shape[3]
     if full:
-        K = np.einsum("thwc,tijc->thwij", Xa, Xb) / C
+        K = xp.einsum("thwc,tijc->thwij", Xa, Xb) / C
     else:
-        K = np.einsum("thwc,thwc->thw", Xa, Xb) / C
-    T = np.zeros_like(K) if want_ntk else None
+        K = xp.einsum("thwc,thwc->thw", Xa, Xb) / C
+    T = xp.zeros_like(K) if want_ntk else None
     t = K.shape[0]
     for code, size, before, h, w, ho, wo, off in program:
         if code == CONV:
@@ -126,12 +141,19 @@ def run_tile(program, readout, Xa, Xb, qa, qb, w2, b2, want_ntk, full, self_mode
     return nngp, (nngp + w2 * reduce(T)) if want_ntk else None
 
 
-def run_pairs(A, B, QA, QB, ii, jj, prog, w2, b2, want_ntk, full, self_mode):
+def run_pairs(A, B, QA, QB, ii, jj, prog, w2, b2, want_ntk, full, self_mode, device=None):
     """Values of the pairs ``(A[ii[k]], B[jj[k]])`` as one tile (the Numba twin's
-    interface); with ``self_mode`` the trajectories of ``A[ii]`` are written into ``QA``."""
-    qa = QA[ii]
-    nngp, ntk = run_tile(prog[0], prog[1], A[ii], B[jj], qa, None if self_mode else QB[jj],
-                         w2, b2, want_ntk, full, self_mode)
+    interface); with ``self_mode`` the trajectories of ``A[ii]`` are written into ``QA``.
+
+    ``device``: a module with ``asarray`` / ``asnumpy`` (CuPy): the tile's inputs are
+    copied to it, computed there, and the values copied back (host in, host out).
+    """
+    put = (lambda a: a) if device is None else device.asarray
+    get = (lambda a: a) if device is None else device.asnumpy
+    qa = put(QA[ii])
+    nngp, ntk = run_tile(prog[0], prog[1], put(A[ii]), put(B[jj]), qa,
+                         None if self_mode else put(QB[jj]), w2, b2, want_ntk, full,
+                         self_mode)
     if self_mode:
-        QA[ii] = qa
-    return ntk if want_ntk else nngp
+        QA[ii] = get(qa)
+    return get(ntk if want_ntk else nngp)
