@@ -195,3 +195,12 @@ def write_section(path, heading, header, section):
         end = len(text) if nxt < 0 else nxt + 1
         text = text[:start] + section + ("\n" if nxt >= 0 else "") + text[end:]
     path.write_text(text.rstrip("\n") + "\n")
+
+
+def publish(section, quick, md_path, heading, json_path):
+    """Print a script's rendered ``section``; unless ``quick``, replace it in
+    ``md_path`` (the script has written ``json_path`` already)."""
+    print("\n" + section)
+    if not quick:
+        write_section(md_path, heading, MD_HEADER, section)
+        print(f"wrote {json_path.name} and {md_path.name}")

@@ -55,8 +55,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 from _common import (  # noqa: E402 (benchmarks/ is on sys.path)
-    MD_HEADER, MD_PATH, fmt_met, git_state, load_fashion_mnist, machine_info, machine_line,
-    write_section)
+    MD_PATH, fmt_met, git_state, load_fashion_mnist, machine_info, machine_line, publish)
 
 HERE = Path(__file__).resolve().parent
 JSON_PATH = HERE / "results_conv_kernels.json"
@@ -381,10 +380,7 @@ def main(argv=None):
         if not args.quick:
             JSON_PATH.write_text(json.dumps(res, indent=1, default=str) + "\n")
     section = render(res)
-    print("\n" + section)
-    if not args.quick:
-        write_section(MD_PATH, SECTION, MD_HEADER, section)
-        print(f"wrote {JSON_PATH.name} and {MD_PATH.name}")
+    publish(section, args.quick, MD_PATH, SECTION, JSON_PATH)
 
 
 if __name__ == "__main__":

@@ -53,8 +53,8 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 from _common import (  # noqa: E402 (benchmarks/ is on sys.path)
-    MD_HEADER, fmt_met, git_state, load_average, load_fashion_mnist, machine_info,
-    machine_line, proc_status_kib, reset_peak, write_section)
+    fmt_met, git_state, load_average, load_fashion_mnist, machine_info, machine_line,
+    proc_status_kib, publish, reset_peak)
 
 HERE = Path(__file__).resolve().parent
 JSON_PATH = HERE / "results_random_features.json"
@@ -368,11 +368,8 @@ def main(argv=None):
             JSON_PATH.write_text(json.dumps(res, indent=2, default=float) + "\n")
     res["wall_s"] = time.perf_counter() - t_start
     section = render(res)
-    print("\n" + section)
+    publish(section, args.quick, MD_PATH, SECTION, JSON_PATH)
     print(f"wall time {res['wall_s']:.1f} s")
-    if not args.quick:
-        write_section(MD_PATH, SECTION, MD_HEADER, section)
-        print(f"wrote {JSON_PATH.name} and {MD_PATH.name}")
 
 
 if __name__ == "__main__":

@@ -48,8 +48,8 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 from _common import (  # noqa: E402 (benchmarks/ is on sys.path)
-    MD_HEADER, git_state, load_diamonds, load_fashion_mnist, machine_info, proc_status_kib,
-    reset_peak, write_section)
+    git_state, load_diamonds, load_fashion_mnist, machine_info, proc_status_kib, publish,
+    reset_peak)
 
 HERE = Path(__file__).resolve().parent
 JSON_PATH = HERE / "results_ridge.json"
@@ -424,10 +424,7 @@ def main(argv=None):
         if not args.quick:  # save as we go: a long run can be interrupted
             JSON_PATH.write_text(json.dumps(res, indent=2, default=float) + "\n")
     section = render(res)
-    print("\n" + section)
-    if not args.quick:
-        write_section(MD_PATH, SECTION, MD_HEADER, section)
-        print(f"wrote {JSON_PATH.name} and {MD_PATH.name}")
+    publish(section, args.quick, MD_PATH, SECTION, JSON_PATH)
 
 
 if __name__ == "__main__":
