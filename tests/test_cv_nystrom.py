@@ -254,6 +254,14 @@ def test_search_centers_is_validated(bad):
     X, y = _data(n=30)
     with pytest.raises(ValueError, match="search_centers"):
         KernelRidgeCV(solver="nystrom", search_centers=bad).fit(X, y)
+    # a fitted model refused the new setting is left exactly as it was
+    cv = KernelRidgeCV(ALPHAS, kernel="rbf", solver="nystrom", n_centers=10,
+                       search_centers=5, random_state=0).fit(X, y)
+    before, idx = cv.predict(X), cv.search_center_indices_.copy()
+    with pytest.raises(ValueError, match="search_centers"):
+        cv.set_params(search_centers=bad).fit(X[:20], y[:20])
+    assert_array_equal(cv.predict(X), before)
+    assert_array_equal(cv.search_center_indices_, idx)
 
 
 @pytest.mark.parametrize("weighted", [False, True])

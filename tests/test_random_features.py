@@ -578,3 +578,10 @@ def test_classifier_without_calibration_skips_it_and_has_no_proba():
     assert stream.calibration_temperature_ > 0 and stream.predict_proba(X).shape == (120, 3)
     with pytest.raises(ValueError, match="calibration"):
         RandomFeaturesClassifier(feats, calibration="platt").fit(X, y)
+    # refused on a fitted model (fit and partial_fit): the model is left as it was
+    proba = on.predict_proba(X)
+    for call in (lambda m: m.fit(X, y), lambda m: m.partial_fit(X, y)):
+        with pytest.raises(ValueError, match="calibration"):
+            call(on.set_params(calibration="platt"))
+        on.set_params(calibration="auto")
+        np.testing.assert_array_equal(on.predict_proba(X), proba)
