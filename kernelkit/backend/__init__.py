@@ -104,7 +104,9 @@ def resolve_backend(backend=None, *arrays, name="backend"):
         backend = get_config()["backend"]
     _check_backend_name(backend, name)
     if backend == "auto":
-        if any(is_cupy_array(a) for a in arrays):
+        from ..utils._array_api import cupy_input_active  # an estimator call given CuPy input
+
+        if cupy_input_active() or any(is_cupy_array(a) for a in arrays):
             return "cupy"
         return "numba" if _numba_installed() else "numpy"
     if backend == "numba" and not _numba_installed():

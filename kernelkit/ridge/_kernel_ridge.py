@@ -23,6 +23,7 @@ from ..backend import resolve_backend
 from ..kernels import NTK, Kernel, is_precomputed, make_kernel
 from ..kernels._library import RBF, Laplacian, Matern
 from ..kernels._resolve import KernelOperator
+from ..utils._array_api import ArrayAPIMixin
 from ..utils._class_weight import check_class_weight, row_weights
 from ..utils._classes import CALIBRATION_ATTR_DOC, CALIBRATION_DOC, OneVsAllClassifierMixin
 from ..utils._linalg import solve_ridge, weighted_kernel
@@ -54,7 +55,7 @@ def _check_alpha(alpha, n_targets=None):
     return a if a.size > 1 else float(a[0])
 
 
-class _KernelRidgeBase(BaseEstimator):
+class _KernelRidgeBase(ArrayAPIMixin, BaseEstimator):
     """Shared solver: dual coefficients of ``(K + alpha I) c = y``; subclasses name the kernel."""
 
     def _get_kernel(self, sparse=False):
