@@ -13,6 +13,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..backend import resolve_backend
 from ..kernels import KernelOperator, make_kernel
+from ..utils._array_api import ArrayAPIMixin
 from ..utils._class_weight import row_weights
 from ..utils._state import atomic
 from ..utils._threads import blas_threads_for, single_blas_thread
@@ -34,7 +35,7 @@ from ._stopping import MONITOR_SIZE, StoppingRule, regression_score
 __all__ = ["EigenProRegressor"]
 
 _DTYPES = {"float32": np.float32, "float64": np.float64}
-class _BaseEigenPro(BaseEstimator):
+class _BaseEigenPro(ArrayAPIMixin, BaseEstimator):
     """Shared parameters, validation, training and prediction."""
 
     def __init__(self, *, n_centers=None, kernel="rbf", gamma=None, degree=3, coef0=1,

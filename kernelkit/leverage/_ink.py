@@ -7,6 +7,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import validate_data
 
 from ..backend import resolve_backend
+from ..utils._array_api import ArrayAPIMixin
 from ..utils._dispatch import select_loops
 from ..utils._state import atomic
 from ._common import (
@@ -25,7 +26,7 @@ from ._squeak import SQUEAK, _estimate_new
 
 # ---------------------------------------------------------------- INK-ESTIMATE
 @_fill_doc
-class INKEstimate(BaseEstimator):
+class INKEstimate(ArrayAPIMixin, BaseEstimator):
     """INK-ESTIMATE: sequential ridge leverage scores in one pass, point by point.
 
     Calandriello, Lazaric & Valko, "Analysis of Nyström method with sequential

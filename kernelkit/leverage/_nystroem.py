@@ -10,6 +10,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..backend import resolve_backend
 from ..kernels import is_precomputed
+from ..utils._array_api import ArrayAPIMixin
 from ..utils._state import atomic
 from ..utils._validation import check_scalar_param
 from ..utils._verbose import Progress, check_verbose, flops
@@ -35,7 +36,7 @@ from ._squeak import SQUEAK, _partition_scores, _repair, _run_squeak
 _EXACT_CALLER = "RLSNystroem(sampler='exact')"
 
 
-class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ArrayAPIMixin, BaseEstimator):
     """Nyström features from columns sampled by ridge leverage scores.
 
     The interface of :class:`sklearn.kernel_approximation.Nystroem` (``kernel``,

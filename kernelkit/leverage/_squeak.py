@@ -8,6 +8,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..backend import resolve_backend
+from ..utils._array_api import ArrayAPIMixin
 from ..utils._dispatch import select_loops
 from ..utils._state import atomic
 from ..utils._validation import check_scalar_param
@@ -138,7 +139,7 @@ def _run_squeak(kern, pts, n, gamma_reg, eps, qbar, n_partitions, block_size, n_
 
 # ---------------------------------------------------------------------- SQUEAK
 @_fill_doc
-class SQUEAK(BaseEstimator):
+class SQUEAK(ArrayAPIMixin, BaseEstimator):
     """SQUEAK and DISQUEAK: ridge leverage score sampling in one pass over the data.
 
     Sequential RLS sampling (Calandriello, Lazaric & Valko, "Distributed adaptive

@@ -19,6 +19,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..backend import resolve_backend
 from ..kernels import is_precomputed, resolve_kernel
+from ..utils._array_api import ArrayAPIMixin
 from ..utils._class_weight import check_class_weight, row_weights
 from ..utils._classes import CALIBRATION_ATTR_DOC, CALIBRATION_DOC, OneVsAllClassifierMixin
 from ..utils._dispatch import select_loops
@@ -52,7 +53,7 @@ def _as_float64(a, name):
         raise ValueError(f"{name} must be numeric, got {np.asarray(a).dtype}: {exc}") from None
 
 
-class _KONSBase(BaseEstimator):
+class _KONSBase(ArrayAPIMixin, BaseEstimator):
     """Shared state and per-sample loop; subclasses encode the targets."""
 
     # ---------------------------------------------------------------- parameters

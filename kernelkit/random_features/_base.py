@@ -6,6 +6,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._config import get_config
+from ..utils._array_api import ArrayAPIMixin
 from ..utils._state import atomic
 from ..utils._validation import check_scalar_param
 
@@ -34,7 +35,7 @@ def check_choice(value, name, choices):
     return value
 
 
-class RandomFeatureMap(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class RandomFeatureMap(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ArrayAPIMixin, BaseEstimator):
     """Base of the random feature transformers.
 
     Subclasses implement ``_check_params() -> dict`` (validated parameters, checked before

@@ -10,6 +10,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, clone
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from ..utils._array_api import ArrayAPIMixin
 from ..utils._state import atomic
 from ..utils._validation import check_scalar_param
 from ._base import RandomFeatureMap, block_rows
@@ -46,7 +47,7 @@ def _accumulate(fmap, X, Y, w, D):
     return G, B
 
 
-class _RandomFeaturesRidge(BaseEstimator):
+class _RandomFeaturesRidge(ArrayAPIMixin, BaseEstimator):
     _calibrated = False
 
     def __init__(self, features=None, *, alpha=1.0, random_state=None):

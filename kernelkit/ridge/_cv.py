@@ -17,6 +17,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ..backend import resolve_backend
+from ..utils._array_api import ArrayAPIMixin
 from ..utils._class_weight import check_class_weight, row_weights
 from ..utils._classes import CALIBRATION_DOC, _calibration_on
 from ..utils._state import atomic
@@ -37,7 +38,7 @@ from ._loo_nystrom import NystromRidge
 DEFAULT_ALPHAS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
 
 
-class _KernelRidgeCVBase(BaseEstimator):
+class _KernelRidgeCVBase(ArrayAPIMixin, BaseEstimator):
     """Shared search: validation, per-kernel decomposition, scores, selection, refit."""
 
     def _template(self):

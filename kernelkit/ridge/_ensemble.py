@@ -17,6 +17,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ..backend import resolve_backend
 from ..kernels import NNGP, NTK
 from ..kernels._resolve import KernelOperator
+from ..utils._array_api import ArrayAPIMixin
 from ..utils._state import atomic
 from ..utils._threads import blas_threads_for
 from ..utils._validation import check_scalar_param
@@ -64,7 +65,7 @@ def _homogeneous(arch):
     return arch["activation"] == "relu" and not arch["b_std"]
 
 
-class _InfiniteWidthBase(BaseEstimator):
+class _InfiniteWidthBase(ArrayAPIMixin, BaseEstimator):
     """Eigendecomposition of the training kernel in ``fit``; moments at any ``t``."""
 
     def __init__(self, depth=1, activation="relu", w_std=1.0, b_std=None, time=np.inf,

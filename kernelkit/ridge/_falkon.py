@@ -33,6 +33,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..backend import resolve_backend
 from ..kernels import make_kernel, resolve_kernel
+from ..utils._array_api import ArrayAPIMixin
 from ..utils._class_weight import row_weights
 from ..utils._classes import CALIBRATION_ATTR_DOC, CALIBRATION_DOC
 from ..utils._state import atomic
@@ -83,7 +84,7 @@ def _auto_centers(n):
     return int(min(n, max(100, round(np.sqrt(n) * np.log(n)))))
 
 
-class _FalkonBase(BaseEstimator):
+class _FalkonBase(ArrayAPIMixin, BaseEstimator):
     """Shared fit: centers, the FALKON preconditioner and CG on the normal equations."""
 
     def _sparse_ok(self):

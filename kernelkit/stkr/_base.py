@@ -9,6 +9,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..backend import resolve_backend
 from ..kernels import Kernel, is_precomputed, resolve_kernel
+from ..utils._array_api import ArrayAPIMixin
 from ..utils._linalg import solve_ridge
 from ..utils._validation import check_scalar_param
 from ..utils._verbose import Progress, check_verbose
@@ -22,7 +23,7 @@ def _is_knn(kernel):
     return isinstance(kernel, str) and kernel == "knn"
 
 
-class _STKRBase(BaseEstimator):
+class _STKRBase(ArrayAPIMixin, BaseEstimator):
     """Fit/predict machinery; subclasses encode targets and name the outputs."""
 
     def _check_params(self):

@@ -11,6 +11,7 @@ from sklearn.utils.validation import _check_sample_weight, validate_data
 from .._config import get_config
 from ..backend import get_backend, resolve_backend
 from ..kernels import resolve_kernel
+from ..utils._array_api import ArrayAPIMixin
 from ..utils._state import atomic
 from ..utils._validation import check_weights
 from ..utils._verbose import Progress, check_verbose
@@ -19,7 +20,7 @@ from ._kt import _check_psd, _compress, _compress_plan, _kt, _systematic_resampl
 
 
 # ------------------------------------------------------------------ estimator
-class KernelThinning(BaseEstimator):
+class KernelThinning(ArrayAPIMixin, BaseEstimator):
     """Kernel thinning: a coreset of about sqrt(n) points with a small MMD to the input.
 
     Kernel thinning (KT, [KT]_ Algorithm 1) halves the input ``m`` times with
