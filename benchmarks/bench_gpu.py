@@ -46,7 +46,15 @@ Other modes::
                                                # GPU): no CuPy needed, prints only unless
                                                # --md / --json name files
 
-Without CuPy or a usable GPU (and not ``--dry-run``) it exits with status 2 and says why.
+    python benchmarks/bench_gpu.py --check     # every CUDA kernel and every estimator once
+                                               # on CuPy input against NumPy: a pass / fail
+                                               # table (about a minute); exit status 1 if a
+                                               # check fails
+    python benchmarks/bench_gpu.py --check --xp array_api_strict   # the same table with a
+                                               # host namespace in place of CuPy (no GPU)
+
+Without CuPy or a usable GPU (and not ``--dry-run`` or ``--xp`` a host namespace) it exits
+with status 2 and says why.
 """
 
 import argparse
@@ -512,10 +520,19 @@ def main(argv=None):
                         "engine in place of the GPU); writes only the files --md/--json name")
     parser.add_argument("--md", type=Path, help="RESULTS.md path to write the section into")
     parser.add_argument("--json", type=Path, help="JSON results path")
+    parser.add_argument("--check", action="store_true", help="run every CUDA kernel and "
+                        "estimator once against NumPy; print a pass / fail table")
+    parser.add_argument("--xp", default="cupy", choices=("cupy", "array_api_strict", "torch"),
+                        help="--check's namespace (a host one runs it without a GPU)")
     parser.add_argument("--_cpu", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--_case", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     global kernelkit
+    if args.check:  # SciPy reads SCIPY_ARRAY_API on import: sklearn's dispatch needs it
+        os.environ.setdefault("SCIPY_ARRAY_API", "1")
+        from gpu_check import main_check
+
+        sys.exit(main_check(args.xp))
     if args._cpu:
         _pin({int(c) for c in args._cpu[2].split(",")})
         import kernelkit

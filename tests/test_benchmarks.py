@@ -1,6 +1,7 @@
 """The benchmark scripts still run: shared helpers, imports, and a smoke run."""
 
 import importlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -51,3 +52,41 @@ def test_bench_kernels_smoke_run():
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "GEMM" in out.stdout and "total wall time" in out.stdout
+
+
+def test_gpu_check_table_with_a_host_namespace():
+    """``bench_gpu.py --check`` with array-api-strict standing in for CuPy: every row of the
+    table (engine kernels, convolutional kernels, mmd, every estimator) passes against NumPy;
+    without ``--xp`` and without a GPU it exits with status 2 and says why."""
+    pytest.importorskip("array_api_strict")
+    env = {**os.environ, "SCIPY_ARRAY_API": "1"}
+    out = subprocess.run([sys.executable, str(BENCH / "bench_gpu.py"), "--check", "--xp",
+                          "array_api_strict"], capture_output=True, text=True, timeout=600,
+                         env=env)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    rows = [ln for ln in out.stdout.splitlines() if ln.startswith("| ")][1:]
+    kinds = {ln.split("|")[1].strip() for ln in rows}
+    assert {"engine", "conv", "metric", "estimator"} <= kinds
+    from _xp_cases import CASES
+
+    assert all(any(f"| {case} |" in ln for ln in rows) for case in CASES)
+    assert all(ln.rstrip().endswith("| pass |") for ln in rows)
+    assert f"{len(rows)} of {len(rows)} checks passed" in out.stdout
+
+
+def test_gpu_check_compares_values():
+    """The check's comparison sees a wrong value, a wrong shape and a wrong namespace."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    from _xp_cases import compare
+    from gpu_check import _row
+
+    ns = SimpleNamespace(name="numpy", device=False)
+    a = np.array([1.0, 2.0, 4.0])
+    assert compare(a, a + np.array([0, 0, 0.5])) == (0.5, 0.125, None)
+    assert compare(a, a[:2])[1] == float("inf")
+    assert compare(np.array([1, 2, 3, 4]), np.array([1, 2, 0, 4]))[2] == 0.75
+    assert _row("e", "x", ns, a, a.copy(), 1e-9, 0.0)["ok"]
+    assert not _row("e", "x", ns, a, a * (1 + 1e-6), 1e-9, 0.0)["ok"]
+    assert not _row("e", "x", ns, a, [1.0, 2.0, 4.0], 1e-9, 0.0)["ok"]  # not in numpy
