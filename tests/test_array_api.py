@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import sklearn
 from numpy.testing import assert_allclose
 
 import kernelkit
@@ -301,29 +302,21 @@ def test_mmd_accepts_namespace_input(rng, xps):
     assert got == pytest.approx(ref, rel=1e-12)
 
 
-class DeviceKernelRidge(HostPickleMixin, KernelRidge):
-    """KernelRidge whose fitted arrays live in the input's namespace (as after a GPU fit)."""
-
-    def fit(self, X, y):
-        super().fit(to_host(X), to_host(y))
-        self.dual_coef_, self.X_fit_ = follow_input((self.dual_coef_, self.X_fit_), X, y)
-        return self
-
-    def predict(self, X):
-        state = dict(self.__dict__)
-        self.__dict__.update(state_to_host(state))  # the host engines read host arrays
-        try:
-            return follow_input(super().predict(to_host(X)), X)
-        finally:
-            self.__dict__.update(state)
+def _dispatch(monkeypatch):
+    """scikit-learn's array API dispatch: KernelRidge's fitted arrays live in the input's
+    namespace (as after a GPU fit); ``HostPickleMixin`` is in its bases."""
+    monkeypatch.setenv("SCIPY_ARRAY_API", "1")
+    return sklearn.config_context(array_api_dispatch=True)
 
 
-def test_device_fitted_estimator_pickles_to_host_arrays(rng, xps, device):
+def test_device_fitted_estimator_pickles_to_host_arrays(rng, xps, device, monkeypatch):
     X, _ = _data(rng)
     y = np.sin(X[:, 0]) + X[:, 1]
     Xd = xps.asarray(X, device=device)
-    model = DeviceKernelRidge(kernel="rbf", gamma=0.3, alpha=0.1).fit(
-        Xd, xps.asarray(y, device=device))
+    assert issubclass(KernelRidge, HostPickleMixin)
+    with _dispatch(monkeypatch):
+        model = KernelRidge(kernel="rbf", gamma=0.3, alpha=0.1).fit(
+            Xd, xps.asarray(y, device=device))
     assert is_device_array(model.dual_coef_) and model.dual_coef_.device == device
     with pytest.raises(RuntimeError):  # NumPy cannot read the device arrays by itself
         np.asarray(model.X_fit_)
@@ -333,11 +326,13 @@ def test_device_fitted_estimator_pickles_to_host_arrays(rng, xps, device):
     ref = KernelRidge(kernel="rbf", gamma=0.3, alpha=0.1).fit(X, y)
     assert_allclose(loaded.dual_coef_, ref.dual_coef_, rtol=1e-12)
     assert_allclose(loaded.predict(X), ref.predict(X), rtol=1e-12)
-    pred = model.predict(xps.asarray(X, device=device))
+    with _dispatch(monkeypatch):
+        pred = model.predict(xps.asarray(X, device=device))
     assert is_device_array(pred)
     assert_allclose(to_host(pred), ref.predict(X), rtol=1e-12)
     # with NumPy standing in for the device, everything stays NumPy
-    host_model = DeviceKernelRidge(kernel="rbf", gamma=0.3, alpha=0.1).fit(X, y)
+    with _dispatch(monkeypatch):
+        host_model = KernelRidge(kernel="rbf", gamma=0.3, alpha=0.1).fit(X, y)
     again = pickle.loads(pickle.dumps(host_model))
     assert isinstance(again.dual_coef_, np.ndarray)
     assert_allclose(again.predict(X), ref.predict(X), rtol=1e-12)

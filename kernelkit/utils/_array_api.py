@@ -314,11 +314,16 @@ def _host_arg(a, name):
     anything else unchanged."""
     if not is_device_array(a):
         return a
+    why = None
     try:
-        return to_host(a)
+        host = to_host(a)
     except Exception as exc:  # noqa: BLE001 - named in the message, chained
+        host, why = None, exc
+    if host is None or host.dtype == object and host.ndim == 0:  # NumPy wrapped it as a scalar
         raise TypeError(f"{name} ({type(a).__module__}.{type(a).__name__}) cannot be read on the "
-                        f"host (no buffer protocol nor DLPack): {exc}") from exc
+                        "host: it offers neither the buffer protocol, __array__ nor DLPack"
+                        + (f" ({why})" if why else "") + ".") from why
+    return host
 
 
 def _max_float(xp, device):
@@ -344,7 +349,8 @@ def _to_place(a, xp, device, max_float):
     return to_namespace(a, xp, device)
 
 
-def _is_param(est, key):
+def _is_param(key):
+    """Constructor parameters are the user's: never moved (fitted and private state is)."""
     return not (key.startswith("_") or key.endswith("_"))
 
 
@@ -362,7 +368,7 @@ def _state_host(state):
             return {k: host(x) for k, x in v.items()}
         return v
 
-    return {k: (v if _is_param(None, k) else host(v)) for k, v in state.items()}
+    return {k: (v if _is_param(k) else host(v)) for k, v in state.items()}
 
 
 def _host_view(est):
@@ -388,7 +394,7 @@ def _device_where(v):
 def _model_where(est):
     """Where a fitted estimator's arrays live: ``(namespace, device)``, None for the host."""
     for k, v in vars(est).items():
-        if not _is_param(est, k):
+        if not _is_param(k):
             w = _device_where(v)
             if w is not None:
                 return w
@@ -415,7 +421,7 @@ def _move_state(est, xp, device, max_float):
 
     state = vars(est)
     for k in list(state):
-        if not _is_param(est, k):
+        if not _is_param(k):
             state[k] = move(state[k])
 
 
