@@ -21,11 +21,25 @@ Goals: numba Gaussian >= 2x faster than ``rbf_kernel``
 >= 4x faster than the layer-by-layer NumPy NTK; the n = 20,000 kernel matrix
 built with peak memory under 1.3x the size of its output.
 
+Parts (``--parts``, default all): ``t`` the table above (n = 4000, d = 50) with the
+GEMM rates and the accuracy table; ``m`` the memory case; ``g`` the Gaussian grid:
+numba ``RBF(gamma)(X)`` vs ``rbf_kernel`` over n in {1000, 4000, 20000} x d in
+{10, 50, 784} x float32 / float64 (gamma = 1/d), the two called alternately
+(with NumPy's ``X @ X.T`` on the float64 data as a third), median of 7 rounds
+(5 at n = 20,000), goal >= 2x in every cell; the ``X @ X.T`` time gives the product's
+share of kernelkit's time and the ceiling ``rbf_kernel / (X @ X.T)``: the ratio a
+kernel matrix costing no more than its (exact, float64) product would reach; ``n`` the
+NTK against neural-tangents' jitted ``kernel_fn`` (depth 2 and 3, relu, no bias,
+n = 4000, d = 50, float64), run by its own interpreter (``--nt-python``, default
+``$KERNELKIT_NT_PYTHON`` or ``/work/ntenv/bin/python``) in a long-lived worker
+(``_ntk_worker.py``) so that single calls of the two sides alternate; goal >= 4x.
+
 Usage::
 
     python benchmarks/bench_kernels.py           # full run; writes results_kernels.json
                                                  # and the section in RESULTS.md
-    python benchmarks/bench_kernels.py --quick   # n = 1000, no 20k memory case,
+    python benchmarks/bench_kernels.py --parts g # one part (the others kept from the JSON)
+    python benchmarks/bench_kernels.py --quick   # small sizes, no 20k memory case,
                                                  # prints only (writes nothing)
 """
 
@@ -40,7 +54,9 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
+os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")  # as the other benchmarks
+
+import numpy as np  # noqa: E402
 from _common import (  # noqa: E402 (benchmarks/ is on sys.path)
     MD_HEADER,
     fmt_met,
@@ -275,6 +291,181 @@ def bench_memory(n):
     return out
 
 
+GRID_N, GRID_D, GRID_REPEATS = (1000, 4000, 20_000), (10, 50, 784), {20_000: 5}
+QUICK_GRID_N = (1000, 4000)
+NT_N, NT_D, NT_DEPTHS = 4000, 50, (2, 3)
+NT_PYTHON = os.environ.get("KERNELKIT_NT_PYTHON", "/work/ntenv/bin/python")
+
+
+def alternate(calls, repeats):
+    """One warm-up call each, then ``repeats`` rounds calling each once, the order rotated
+    every round. ``calls``: name -> function returning its own seconds. Returns
+    name -> timing stats (median, min, max, every time)."""
+    names = list(calls)
+    for name in names:
+        calls[name]()
+    times = {name: [] for name in names}
+    for r in range(repeats):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            gc.collect()
+            times[name].append(calls[name]())
+    return {name: {"median_s": float(np.median(t)), "min_s": float(np.min(t)),
+                   "max_s": float(np.max(t)), "repeats": repeats, "times_s": t}
+            for name, t in times.items()}
+
+
+def timed(f):
+    """A call of ``f`` returning its seconds (its result dropped at once)."""
+    def call():
+        t0 = time.perf_counter()
+        f()
+        return time.perf_counter() - t0
+    return call
+
+
+def bench_grid(sizes, dims, repeats):
+    """Part g: numba Gaussian vs ``rbf_kernel`` (and ``X @ X.T``), alternated per cell."""
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    import kernelkit
+    from kernelkit.kernels import RBF
+
+    cells = []
+    for n in sizes:
+        for d in dims:
+            X64 = np.random.default_rng(SEED).standard_normal((n, d))
+            for dt in (np.float64, np.float32):
+                X, gamma = X64.astype(dt), 1.0 / d
+                with kernelkit.config_context(backend="numba"):
+                    t = alternate({"kernelkit": timed(lambda X=X: RBF(gamma)(X)),
+                                   "sklearn": timed(lambda X=X: rbf_kernel(X, gamma=gamma)),
+                                   "gemm": timed(lambda: X64 @ X64.T)},
+                                  GRID_REPEATS.get(n, repeats))
+                kk, sk, gm = (t[k]["median_s"] for k in ("kernelkit", "sklearn", "gemm"))
+                cell = {"n": n, "d": d, "dtype": np.dtype(dt).name, "timings": t,
+                        "ratio": sk / kk, "gemm_share": gm / kk, "ceiling": sk / gm,
+                        "met": sk / kk >= GAUSS_SPEEDUP}
+                cells.append(cell)
+                print(f"  n={n:>6} d={d:>4} {cell['dtype']}: kernelkit {kk:.4f} s, "
+                      f"rbf_kernel {sk:.4f} s, {cell['ratio']:.2f}x (X @ X.T {gm:.4f} s, "
+                      f"ceiling {cell['ceiling']:.2f}x)", flush=True)
+    return {"cells": cells, "load_after": [round(x, 2) for x in os.getloadavg()]}
+
+
+class NTWorker:
+    """neural-tangents' NTK of ``X`` in its own interpreter (``_ntk_worker.py``)."""
+
+    def __init__(self, python, X, depth, tmp):
+        self.tmp = Path(tmp)
+        np.savez(self.tmp / "X.npz", X=X)
+        self.proc = subprocess.Popen(
+            [python, str(HERE / "_ntk_worker.py"), str(self.tmp / "X.npz"), str(depth)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True)
+        self._ask(None, "ready")
+
+    def _ask(self, cmd, expect=None):
+        if cmd is not None:
+            self.proc.stdin.write(cmd + "\n")
+            self.proc.stdin.flush()
+        line = self.proc.stdout.readline().strip()
+        if not line or (expect is not None and line != expect):
+            raise RuntimeError(f"neural-tangents worker failed (answered {line!r})")
+        return line
+
+    def time(self):
+        return float(self._ask("time"))
+
+    def result(self):
+        self._ask(f"save {self.tmp / 'K.npy'}", "saved")
+        return np.load(self.tmp / "K.npy")
+
+    def close(self):
+        self.proc.communicate("quit\n", timeout=60)
+
+
+def bench_nt(n, repeats, python):
+    """Part n: numba NTK vs neural-tangents (jitted), float64, alternated single calls."""
+    import tempfile
+
+    import kernelkit
+    from kernelkit.kernels import NTK
+
+    X = np.random.default_rng(SEED).standard_normal((n, NT_D))
+    out = {"n": n, "d": NT_D, "python": python, "rows": []}
+    if not Path(python).exists():
+        out["skipped"] = f"no neural-tangents interpreter at {python}"
+        print("  " + out["skipped"])
+        return out
+    ver = subprocess.run([python, "-c", "import neural_tangents as nt, jax; "
+                          "print(nt.__version__, jax.__version__)"],
+                         capture_output=True, text=True)
+    out["versions"] = ver.stdout.strip()
+    for depth in NT_DEPTHS:
+        with tempfile.TemporaryDirectory() as tmp, kernelkit.config_context(backend="numba"):
+            worker = NTWorker(python, X, depth, tmp)
+            try:
+                t = alternate({"kernelkit": timed(lambda: NTK(depth=depth)(X)),
+                               "neural_tangents": worker.time}, repeats)
+                P, R = worker.result(), NTK(depth=depth)(X)
+            finally:
+                worker.close()
+        rel = np.abs(P - R) / np.abs(R)
+        np.fill_diagonal(rel, 0.0)
+        exact = ntk_diag_exact(X, depth)
+        row = {"depth": depth, "timings": t, "offdiag_max_rel": float(rel.max()),
+               "kernelkit_diag_vs_exact": max_rel_err(R.diagonal(), exact),
+               "peer_diag_vs_exact": max_rel_err(P.diagonal(), exact)}
+        assert row["offdiag_max_rel"] <= 1e-7 and row["kernelkit_diag_vs_exact"] <= PEER_RTOL, row
+        row["ratio"] = t["neural_tangents"]["median_s"] / t["kernelkit"]["median_s"]
+        row["met"] = row["ratio"] >= NTK_SPEEDUP
+        out["rows"].append(row)
+        print(f"  NTK depth {depth}, n={n}: kernelkit {t['kernelkit']['median_s']:.4f} s, "
+              f"neural-tangents {t['neural_tangents']['median_s']:.4f} s, "
+              f"{row['ratio']:.2f}x", flush=True)
+    return out
+
+
+def render_grid(g, nt):
+    L = []
+    if g:
+        L += ["", "Gaussian kernel matrix over the grid (numba engine, `RBF(gamma)(X)`, "
+              "gamma = 1/d, standard normal X): kernelkit, `rbf_kernel` and NumPy's "
+              "`X @ X.T` (float64 data) called alternately, one warm-up each, median of "
+              f"{g['cells'][0]['timings']['kernelkit']['repeats']} rounds"
+              + "".join(f" (n = {k:,}: {v})" for k, v in GRID_REPEATS.items()
+                        if any(c["n"] == k for c in g["cells"]))
+              + ". GEMM share = `X @ X.T` / kernelkit; ceiling = "
+              "`rbf_kernel` / `X @ X.T`, the ratio of a kernel matrix that cost no more "
+              "than its exact float64 product (the float32 paths also multiply in float64 "
+              "to keep their accuracy).", "",
+              "| n | d | dtype | kernelkit (s) | `rbf_kernel` (s) | ratio | `X @ X.T` (s) | "
+              "GEMM share | ceiling | goal | met? |", "|---:|---:|---|---:|---:|---:|---:|"
+              "---:|---:|---|---|"]
+        for c in g["cells"]:
+            t = c["timings"]
+            L.append(f"| {c['n']:,} | {c['d']} | {c['dtype']} | {t['kernelkit']['median_s']:.4f}"
+                     f" | {t['sklearn']['median_s']:.4f} | {c['ratio']:.2f}x | "
+                     f"{t['gemm']['median_s']:.4f} | {c['gemm_share']:.0%} | "
+                     f"{c['ceiling']:.2f}x | >= {GAUSS_SPEEDUP:g}x | {fmt_met(c['met'])} |")
+    if nt and nt.get("rows"):
+        L += ["", f"NTK against neural-tangents ({nt.get('versions', '')}; neural-tangents, "
+              "JAX), its `stax` network (Dense, Relu) x depth + Dense, NTK parameterization, "
+              f"no bias, jitted `kernel_fn(X, None, 'ntk')`; n = {nt['n']:,}, d = {nt['d']}, "
+              "float64; the two called alternately (neural-tangents in its own interpreter, "
+              f"compiled first), median of {nt['rows'][0]['timings']['kernelkit']['repeats']}.",
+              "", "| depth | kernelkit (s) | neural-tangents (s) | ratio | off-diagonal max rel. "
+              "difference | goal | met? |", "|---:|---:|---:|---:|---:|---|---|"]
+        for r in nt["rows"]:
+            t = r["timings"]
+            L.append(f"| {r['depth']} | {t['kernelkit']['median_s']:.4f} | "
+                     f"{t['neural_tangents']['median_s']:.4f} | {r['ratio']:.2f}x | "
+                     f"{r['offdiag_max_rel']:.1e} | >= {NTK_SPEEDUP:g}x | {fmt_met(r['met'])} |")
+    elif nt:
+        L += ["", f"NTK against neural-tangents: not run ({nt.get('skipped')})."]
+    return L
+
+
 # ------------------------------------------------------------------------ report
 def build_rows(t, acc):
     rows = []
@@ -304,7 +495,6 @@ def build_rows(t, acc):
 
 
 def render_markdown(res):
-    n = res["n"]
     info = res["machine"]
     blas = ", ".join(f"{b.get('internal_api')} {b.get('version')} ({b.get('architecture')}, "
                      f"{b.get('num_threads')} threads)" for b in info["blas"]
@@ -322,6 +512,11 @@ def render_markdown(res):
              f"OPENBLAS_CORETYPE={info['env']['OPENBLAS_CORETYPE'] or 'unset'}. "
              f"Load average before/after: {res['loadavg_before']} / {res['loadavg_after']}.",
              ""]
+    if not res.get("part_t"):  # parts run on their own
+        lines += render_grid(res.get("part_g"), res.get("part_n"))
+        return "\n".join(lines + ["", "Raw numbers: `benchmarks/results_kernels.json`.", ""])
+    pt = res["part_t"]
+    n = pt["n"]
     busy = max(res["loadavg_before"][0], res["loadavg_after"][0]) > 0.5 * info["cpu_count"] + 1
     if busy:
         lines += ["**Note:** other processes were running on the machine during this run "
@@ -334,10 +529,12 @@ def render_markdown(res):
              "",
              "| case | kernelkit median (s) | peer median (s) | ratio | goal | met? |",
              "|---|---:|---:|---:|---|---|"]
-    for case, kk, peer, ratio, target, met in res["rows"]:
+    for case, kk, peer, ratio, target, met in (tuple(r.values()) if isinstance(r, dict) else r
+                                              for r in pt["rows"]):  # dicts: from the JSON
         lines.append(f"| {case} | {kk:.4f} | {peer:.4f} | {ratio:.2f}x | {target} | "
                      f"{fmt_met(met)} |")
-    mem = res.get("memory")
+    lines += render_grid(res.get("part_g"), res.get("part_n"))
+    mem = res.get("part_m")
     if mem:
         lines += ["", f"Peak memory, n = {N_MEMORY:,}, d = {D}, Gaussian, numba engine "
                   "(fresh subprocess per case; peak extra RSS during the call, from VmHWM "
@@ -352,7 +549,7 @@ def render_markdown(res):
                          f"{m['ru_maxrss_ratio']:.3f} | "
                          f"{m['time_s']:.2f} | < {MEMORY_RATIO:g}x | "
                          f"{fmt_met(m['ratio'] < MEMORY_RATIO)} |")
-    a = res["accuracy"]
+    a = pt["accuracy"]
     lines += ["", "Accuracy, max over entries of |K - K_ref| / K_ref (float32 data; reference = "
               "the float64 result on the same float32-valued data: `rbf_kernel` for the "
               "Gaussian, kernelkit numba float64 for the NTK):", "",
@@ -365,13 +562,13 @@ def render_markdown(res):
               f"| NTK float32, numba | {a['ntk_float32_numba']:.2e} |",
               f"| NTK float32, numpy engine | {a['ntk_float32_numpy']:.2e} |",
               f"| NTK float32, layer-by-layer NumPy | {a['ntk_float32_peer']:.2e} |"]
-    c = res["checks"]["ntk_peer_vs_numba_float64"]
+    c = pt["checks"]["ntk_peer_vs_numba_float64"]
     lines += ["", f"Peer check (float64, asserted before timing): layer-by-layer NumPy NTK vs "
               f"kernelkit numba, off-diagonal max rel. difference {c['offdiag_max_rel']:.1e}; "
               f"on the diagonal the peer is off the exact value (depth+1)|x|^2/(d 2^depth) by "
               f"{c['peer_diag_vs_exact_max_rel']:.1e} (arccos of a rounded 1), kernelkit by "
               f"{c['kernelkit_diag_vs_exact_max_rel']:.1e}."]
-    g = res["gemm"]
+    g = pt["gemm"]
     lines += ["", "Machine GEMM (NumPy `@`, median):", "",
               "| product | float32 GFLOP/s | float64 GFLOP/s |", "|---|---:|---:|",
               f"| 2000x2000 @ 2000x2000 | {g['square_2000_float32']['gflops']:.1f} | "
@@ -383,30 +580,59 @@ def render_markdown(res):
 
 
 def print_table(res):
-    print(f"\nn = {res['n']}, d = {D}; median of {REPEATS} after a warm-up "
-          f"(numpy-engine NTK: {SLOW_REPEATS}, no warm-up)")
-    w = max(len(r[0]) for r in res["rows"])
-    print(f"{'case':<{w}}  {'kk (s)':>8}  {'peer (s)':>8}  {'ratio':>7}  {'target':<26} met")
-    for case, kk, peer, ratio, target, met in res["rows"]:
-        print(f"{case:<{w}}  {kk:8.4f}  {peer:8.4f}  {ratio:6.2f}x  {target:<26} "
-              f"{fmt_met(met).strip('*')}")
-    print("\naccuracy (max rel. error):")
-    for k, v in res["accuracy"].items():
-        print(f"  {k:<36} {v:.2e}")
-    for m in (res.get("memory") or {}).values():
+    pt = res.get("part_t")
+    if pt:
+        print(f"\nn = {pt['n']}, d = {D}; median of {REPEATS} after a warm-up "
+              f"(numpy-engine NTK: {SLOW_REPEATS}, no warm-up)")
+        w = max(len(r[0]) for r in pt["rows"])
+        print(f"{'case':<{w}}  {'kk (s)':>8}  {'peer (s)':>8}  {'ratio':>7}  {'target':<26} met")
+        for case, kk, peer, ratio, target, met in pt["rows"]:
+            print(f"{case:<{w}}  {kk:8.4f}  {peer:8.4f}  {ratio:6.2f}x  {target:<26} "
+                  f"{fmt_met(met).strip('*')}")
+        print("\naccuracy (max rel. error):")
+        for k, v in pt["accuracy"].items():
+            print(f"  {k:<36} {v:.2e}")
+        for k, g in pt["gemm"].items():
+            print(f"GEMM {k:<24} {g['gflops']:7.1f} GFLOP/s")
+    for m in (res.get("part_m") or {}).values():
         print(f"memory n={m['n']} {m['dtype']}: output {m['output_bytes'] / 2**30:.3f} GiB, "
               f"peak extra {m['peak_extra_bytes'] / 2**30:.3f} GiB, ratio {m['ratio']:.3f} "
               f"(ru_maxrss cross-check {m['ru_maxrss_ratio']:.3f}), {m['time_s']:.2f} s")
-    for k, g in res["gemm"].items():
-        print(f"GEMM {k:<24} {g['gflops']:7.1f} GFLOP/s")
+    grid = render_grid(res.get("part_g"), res.get("part_n"))
+    if grid:
+        print("\n".join(grid))
+
+
+def part_t(args):
+    gemm = bench_gemm(REPEATS)
+    n = 200 if args.smoke else N_QUICK if args.quick else N_FULL
+    timings, accuracy, checks = bench_matrices(n, REPEATS)
+    return {"n": n, "gemm": gemm, "timings": timings, "accuracy": accuracy, "checks": checks,
+            "rows": build_rows(timings, accuracy)}
+
+
+def part_g(args):
+    if args.smoke:
+        return bench_grid((200,), (10, 50), 1)
+    return bench_grid(QUICK_GRID_N if args.quick else GRID_N, GRID_D, 3 if args.quick else 7)
+
+
+def part_n(args):
+    return bench_nt(1000 if args.smoke else 2000 if args.quick else NT_N,
+                    1 if args.smoke else 3 if args.quick else 7, args.nt_python)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true",
-                        help="n = 1000, skip the n = 20,000 memory case, write no files")
+                        help="small sizes, skip the n = 20,000 memory case, write no files")
     parser.add_argument("--smoke", action="store_true",
                         help="tiny sizes, one repeat, write no files (exercised by the tests)")
+    parser.add_argument("--parts", default="t,m,g,n",
+                        help="comma-separated parts: t (n = 4000 table), m (memory), "
+                             "g (Gaussian grid), n (NTK vs neural-tangents)")
+    parser.add_argument("--nt-python", default=NT_PYTHON,
+                        help="interpreter with neural-tangents (part n)")
     parser.add_argument("--_memory-case", nargs=2, metavar=("DTYPE", "N"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -417,21 +643,24 @@ def main(argv=None):
     global REPEATS, SLOW_REPEATS
     if args.smoke:
         args.quick, REPEATS, SLOW_REPEATS = True, 1, 1
+        args.parts = "t,g"
     t_start = time.perf_counter()
-    n = 200 if args.smoke else N_QUICK if args.quick else N_FULL
     res = {"timestamp": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-           "quick": args.quick, "n": n, "d": D, "depth": DEPTH, "seed": SEED, "gamma": 1.0 / D,
+           "quick": args.quick, "d": D, "depth": DEPTH, "seed": SEED, "gamma": 1.0 / D,
            "repeats": REPEATS, "slow_repeats": SLOW_REPEATS,
            "loadavg_before": [round(x, 2) for x in os.getloadavg()],
            "git": git_state(), "machine": machine_info()}
+    if JSON_PATH.exists() and not args.quick:  # keep parts not rerun
+        old = json.loads(JSON_PATH.read_text())
+        res.update({k: v for k, v in old.items() if k.startswith("part_")})
     # Memory subprocesses first, while this process is small (a child's ru_maxrss
     # starts at the parent's RSS at fork).
-    res["memory"] = None if args.quick else bench_memory(N_MEMORY)
-    res["gemm"] = bench_gemm(REPEATS)
-    timings, accuracy, checks = bench_matrices(n, REPEATS)
-    res.update(timings=timings, accuracy=accuracy, checks=checks)
+    parts = {"m": lambda a: None if a.quick else bench_memory(N_MEMORY), "t": part_t,
+             "g": part_g, "n": part_n}
+    for p in sorted(args.parts.split(","), key="mtgn".index):
+        print(f"part ({p})", flush=True)
+        res[f"part_{p}"] = parts[p](args)
     res["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
-    res["rows"] = build_rows(timings, accuracy)
     res["targets"] = {
         "gauss_speedup": GAUSS_SPEEDUP, "ntk_speedup": NTK_SPEEDUP,
         "float32_accuracy": F32_ACCURACY, "memory_ratio": MEMORY_RATIO}
@@ -441,8 +670,10 @@ def main(argv=None):
     if args.quick:
         return
     out = dict(res)
-    out["rows"] = [dict(zip(("case", "kernelkit_median_s", "peer_median_s", "ratio", "target",
-                             "met"), r, strict=True)) for r in res["rows"]]
+    if res.get("part_t"):
+        out["part_t"] = dict(res["part_t"], rows=[
+            dict(zip(("case", "kernelkit_median_s", "peer_median_s", "ratio", "target", "met"),
+                     r, strict=True)) for r in res["part_t"]["rows"]])
     JSON_PATH.write_text(json.dumps(out, indent=2) + "\n")
     write_section(MD_PATH, SECTION, MD_HEADER, render_markdown(res))
     print(f"wrote {JSON_PATH.relative_to(HERE.parent)} and {MD_PATH.relative_to(HERE.parent)}")

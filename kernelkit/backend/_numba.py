@@ -73,25 +73,36 @@ def sqdist_inplace(block, sx, sy, scale, self_offset, tri, X, Y):
     """Gram block -> ``scale * ||x - y||^2`` in place (zero where ``tri`` skips).
 
     The Gaussian then needs only ``np.exp`` over the block: NumPy's SIMD exp is
-    several times faster than a scalar exp in a compiled loop.
+    several times faster than a scalar exp in a compiled loop. Per row, a
+    branch-free pass (it vectorises) writes ``|x|^2 + |y|^2 - 2 x.y`` and counts
+    the pairs where that cancels; only rows with such pairs get a second look,
+    recomputing those from the coordinates; a last pass scales.
     """
     n, m = block.shape
     d = X.shape[1]
     for i in range(n):
         xi = sx[i]
-        me = self_offset + i if self_offset >= 0 else -1
+        row = block[i]
         end = _row_end(i, m, self_offset, tri)
+        nbad = 0
         for j in range(end):
-            d2 = xi + sy[j] - 2.0 * block[i, j]
-            if d2 <= CANCELLATION * (xi + sy[j]):
-                d2 = 0.0
-                for k in range(d):
-                    d2 += (X[i, k] - Y[j, k]) ** 2
-            if j == me:
-                d2 = 0.0
-            block[i, j] = scale * d2
+            s = xi + sy[j]
+            d2 = s - 2.0 * row[j]
+            nbad += d2 <= CANCELLATION * s
+            row[j] = d2
+        if nbad:
+            for j in range(end):
+                if row[j] <= CANCELLATION * (xi + sy[j]):
+                    acc = 0.0
+                    for k in range(d):
+                        acc += (X[i, k] - Y[j, k]) ** 2
+                    row[j] = acc
+        if self_offset >= 0 and self_offset + i < end:
+            row[self_offset + i] = 0.0
+        for j in range(end):
+            row[j] *= scale
         for j in range(end, m):
-            block[i, j] = 0.0
+            row[j] = 0.0
 
 
 @nb.njit(nogil=True, cache=True)
@@ -314,6 +325,8 @@ _DIRECT_MAX_D = 16
 _CACHE_BLOCK_BYTES = 32 * 2**20  # rows per block: a longer GEMM, its pass still in L3
 # (measured, 2 cores: a 20,000^2 float32 rbf matrix of 784 features 6.5 s at 8 MiB, 4.2 s
 # at 32 MiB, 4.7 s at 128 MiB; 20,000 x 64 features 2.5 s -> 1.4 s)
+_MIN_BLOCKS_PER_WORKER = 4  # granularity: the triangle's blocks differ in size
+_MIN_ROWS = 128  # below this a block's GEMM loses efficiency
 _NN_CHUNK_BYTES = 2**19  # rows of one NTK stage buffer (four of them per worker)
 
 
@@ -409,23 +422,46 @@ class NumbaBackend(NumpyBackend):
             return STATIONARY_CODES[("matern", spec.params[1])]
         return _DIRECT[spec.name]
 
+    def _gemm(self, A, B, out):
+        """``out[...] = A @ B``; where ``A`` is rows ``r0:r1`` of ``B.T`` (a block of
+        ``k(X, X)``), the square ``A @ A.T`` goes through BLAS's symmetric rank-k
+        update (NumPy's SYRK path: half the flops) and the rest through GEMM."""
+        r0 = _rows_of(A, B.T)
+        if r0 < 0:
+            np.matmul(A, B, out=out)
+            return
+        r1 = r0 + A.shape[0]
+        if r0:
+            np.matmul(A, B[:, :r0], out=out[:, :r0])
+        np.matmul(A, A.T, out=out[:, r0:r1])
+        if r1 < B.shape[1]:
+            np.matmul(A, B[:, r1:], out=out[:, r1:])
+
     def _map_blocks(self, job, n, ncols, scratch):
         """Blocks run concurrently on a thread pool, BLAS held to one thread per block.
 
         Compiled passes release the GIL, so each worker does its block's GEMM and
         fused pass back to back while the block is still in cache; one BLAS thread
-        per worker avoids OpenBLAS threads spinning against the workers.
+        per worker avoids OpenBLAS threads spinning against the workers. At least
+        ``_MIN_BLOCKS_PER_WORKER`` blocks per worker (of at least ``_MIN_ROWS`` rows),
+        submitted last block first: the blocks of a triangle ``k(X, X)`` grow with
+        their row index, and the largest first balances the workers.
         """
-        rows = max(1, min(self._budget_rows(ncols) // n_workers(),
+        workers = n_workers()
+        rows = max(1, min(self._budget_rows(ncols) // workers,
                           _CACHE_BLOCK_BYTES // (8 * max(1, ncols))))
-        starts = range(0, n, rows)
-        if len(starts) == 1:  # small: one thread, no BLAS threads left spinning afterwards
+        if workers > 1:
+            rows = min(rows, max(_MIN_ROWS, -(-n // (_MIN_BLOCKS_PER_WORKER * workers))))
+        n_blocks = -(-n // rows)
+        if n_blocks == 1:  # small: one thread, no BLAS threads left spinning afterwards
             with single_blas_thread():
                 job(0, n, np.empty((n, ncols)) if scratch else None)
             return
         local = threading.local()
 
         def run(r0, r1):
+            r0 = (n_blocks - 1 - r0 // rows) * rows  # last block first
+            r1 = min(n, r0 + rows)
             buf = None
             if scratch:
                 buf = getattr(local, "buf", None)
@@ -434,3 +470,15 @@ class NumbaBackend(NumpyBackend):
             job(r0, r1, buf)
 
         map_row_blocks(run, n, rows)  # kernelkit's one row-block pool, one BLAS thread each
+
+
+def _rows_of(A, C):
+    """``r0`` if ``A`` is the rows ``r0:r0 + len(A)`` of ``C`` (same memory), else -1."""
+    if (A.ndim != 2 or C.ndim != 2 or A.shape[1] != C.shape[1] or A.strides != C.strides
+            or A.dtype != C.dtype or A.shape[0] == 0 or C.strides[0] <= 0):
+        return -1
+    offset = A.__array_interface__["data"][0] - C.__array_interface__["data"][0]
+    r0, rem = divmod(offset, C.strides[0])
+    if rem or r0 < 0 or r0 + A.shape[0] > C.shape[0]:
+        return -1
+    return r0
