@@ -165,3 +165,19 @@ def test_calibration_refits_are_batched_without_changing_the_fit():
     Y = np.eye(2)[(y[lab] == 1).astype(int)]
     _, oos = cal._fit_targets(X, Y, lab, None, None, [(rows, held)])
     np.testing.assert_allclose(oos[held], refit._decision(X[lab[held]]), rtol=0, atol=1e-8)
+
+
+def test_scale_by_a_product_equals_ldexp_bit_for_bit():
+    # the product rounds like ldexp where results turn subnormal; ldexp serves where
+    # 2**-e itself overflows (all-subnormal rows), and CSR scales its stored values
+    rng = np.random.default_rng(3)
+    X = np.r_[rng.standard_normal(400) * 1e-308, rng.uniform(0, 1e-310, 400),
+              [1.5, 3e-320, 5e-324, -7e-322]].reshape(-1, 4)
+    for A in (X, X * 1e-10, np.full((3, 2), 5e-324), X * 1e290):
+        e = _graph.max_exponent(A)
+        for shift in (e, e + 3, e - 2):
+            np.testing.assert_array_equal(_graph.scale(A, shift), np.ldexp(A, -shift))
+    assert np.abs(_graph.scale(X * 1e-10, _graph.max_exponent(X * 1e-10))).max() > 0.5
+    S = sparse.random(30, 20, density=0.3, format="csr", random_state=0) * 1e-305
+    e = _graph.max_exponent(S)
+    np.testing.assert_array_equal(_graph.scale(S, e).toarray(), np.ldexp(S.toarray(), -e))

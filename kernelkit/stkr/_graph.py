@@ -57,12 +57,19 @@ def max_exponent(X):
 
 
 def scale(X, e):
-    """``X * 2**-e``, exact (no overflow or underflow of the factor itself)."""
+    """``X * 2**-e``, exact (no overflow or underflow of the factor itself).
+
+    A product by a power of two is correctly rounded as ``ldexp`` is (they differ only
+    where the result is subnormal, and both round it to nearest), and a product is several
+    times faster; ``ldexp`` serves where ``2**-e`` itself is not representable.
+    """
+    with np.errstate(over="ignore"):
+        f = float(np.ldexp(1.0, -e))
     if sparse.issparse(X):
         X = X.copy()
-        X.data = np.ldexp(X.data, -e)
+        X.data = X.data * f if 0.0 < f < np.inf else np.ldexp(X.data, -e)
         return X
-    return np.ldexp(X, -e)
+    return X * f if 0.0 < f < np.inf else np.ldexp(X, -e)
 
 
 def locations(X):
