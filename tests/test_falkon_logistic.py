@@ -178,3 +178,60 @@ def test_numerically_singular_kmm_does_not_run_off():
     assert clf.n_centers_ == 100 and min(clf.loss_curve_) > 0
     assert np.all(np.diff(clf.loss_curve_[-3:]) <= 1e-9 * clf.loss_curve_[-1])  # last level
     assert np.mean(clf.predict(X) == y) > 0.9
+
+
+def test_uniform_centers_multinomial_equals_dense():
+    """Centers drawn from the rows: the per-class preconditioner weighs each class by
+    its centers' own softmax curvature; the fit is still the dense optimum."""
+    X, y, _, w = _problem(3, n=150, seed=3)
+    clf = FalkonClassifier(alpha=0.5, n_centers=20, gamma=GAMMA, loss="logistic",
+                           tol=1e-10, random_state=0).fit(X, y, sample_weight=w)
+    ref = _dense_logistic(X, y, clf.centers_, 0.5, w)
+    got = clf.decision_function(X)
+    np.testing.assert_allclose(got - got.mean(1, keepdims=True),
+                               ref - ref.mean(1, keepdims=True), atol=1e-6)
+
+
+def test_class_preconditioner_is_block_jacobi_within_factor_two():
+    """Centers = all rows, unit weights: FALKON's approximation is exact, so the per-class
+    preconditioned softmax system is ``B^T Pi H Pi B`` with ``B = T^-1 A^-1`` per class,
+    its spectrum on the shift-free subspace within (0, 2] (the softmax block is at most
+    twice its diagonal)."""
+    from kernelkit.ridge._falkon_logistic_pre import _ClassPreconditioner
+    from kernelkit.ridge._falkon_ops import _FalkonPreconditioner
+
+    rng = np.random.RandomState(0)
+    n, k, lam = 25, 4, 1e-3
+    X = 2 * rng.randn(n, 2)  # K_MM well conditioned: the dense inverses below are exact
+    K = rbf_kernel(X, X, gamma=GAMMA)
+    P = softmax(3 * rng.randn(n, k), axis=1)
+    pre = _FalkonPreconditioner(np.asfortranarray(K.copy()), np.ones(n), n)
+    cls = _ClassPreconditioner(pre, k)
+    cls.set_weights(np.sqrt(P * (1 - P) / n), lam)
+
+    def product(U):  # K_nM (softmax Hessian) K_nM U, K_MM taken as T^T T = K + eps I
+        Kt = K + pre.eps * np.eye(n)
+        Z = Kt @ U
+        return Kt @ (P * Z - P * (P * Z).sum(1, keepdims=True)) + n * lam * pre.eps * U
+
+    E = np.eye(n * k)
+    Op = np.column_stack([cls.apply(E[:, j].reshape(n, k), product, lam, n).ravel()
+                          for j in range(n * k)])
+    # dense reference: Pi, T, A_c explicitly
+    T = np.triu(pre.F.copy())
+    np.fill_diagonal(T, pre.tdiag)
+    Pi = np.kron(np.eye(n), np.eye(k) - 1.0 / k)  # row-major (n, k) vectors
+    Ainv = np.zeros((n * k, n * k))
+    for c in range(k):
+        A = linalg.cholesky(T @ np.diag(P[:, c] * (1 - P[:, c]) / n) @ T.T + lam * np.eye(n))
+        sel = np.arange(n) * k + c
+        Ainv[np.ix_(sel, sel)] = linalg.inv(A)
+    B = Pi @ np.kron(linalg.inv(T), np.eye(k)) @ Ainv
+    Kt = np.kron(K + pre.eps * np.eye(n), np.eye(k))
+    S = linalg.block_diag(*[np.diag(p) - np.outer(p, p) for p in P])
+    H = Kt @ S @ Kt / n + lam * np.kron(K, np.eye(k))
+    want = B.T @ H @ B
+    np.testing.assert_allclose(Op, want, atol=1e-8 * np.abs(want).max())
+    ev = linalg.eigvalsh(0.5 * (want + want.T))
+    assert ev.max() <= 2 + 1e-6 and ev.min() >= -1e-8
+    assert np.sum(ev > 1e-9) == n * (k - 1)  # nonsingular on the shift-free subspace

@@ -1,0 +1,104 @@
+"""Per-class FALKON preconditioner for the softmax Newton systems.
+
+The multinomial Newton system couples the classes through each row's softmax Hessian
+``diag(p_i) - p_i p_i^T``, whose curvature lies in the one or two classes the row is
+unsure about. One weight per row (the block's mean diagonal, what the shared
+preconditioner of :mod:`._falkon_logistic` uses) cannot follow that: it overstates the
+curvature of a confident class by the mean and understates the contested ones by a
+factor up to ``k / 2``, and CG pays for the mismatch (measured on 3,000 Fashion-MNIST
+images, 500 centers: 60-160 CG iterations per Newton step at the target penalty).
+
+This preconditioner keeps the block diagonal of the Hessian over classes (block Jacobi)
+and FALKON's Nyström approximation within each class::
+
+    A_c^T A_c = T D_c T^T / n + lambda I,   D_c = diag(w_j p_jc (1 - p_jc)) over centers
+
+(``T`` the shared Cholesky factor of ``K_MM``, ``B_c = T^-1 A_c^-1``). The softmax
+block is weakly diagonally dominant (row ``c``'s off-diagonal sum is ``p_c (1 - p_c)``,
+its diagonal), so the block-Jacobi weights bound it within a factor of 2 on every
+direction but one: the all-classes shift ``z (x) 1``, where the loss is flat and only the
+penalty curves. Newton directions never leave the shift-free subspace (the gradient and
+the Hessian keep it), but ``A_c`` differing per class would leak Krylov vectors into the
+flat direction; every product is therefore projected on it (``Pi``: subtract the mean
+over classes, per center), which commutes with ``T`` and leaves CG on a consistent
+positive semi-definite system. Cost: ``k`` factorizations (``2 M^3 / 3`` each) per
+Newton step and ``k`` ``M x M`` factors in memory.
+"""
+
+import numpy as np
+from scipy.linalg import blas, lapack
+
+
+def _project(V):
+    """``Pi V``: the shift-free part (rows: centers, columns: classes)."""
+    return V - V.mean(axis=1, keepdims=True)
+
+
+class _ClassPreconditioner:
+    """``B = Pi T^-1 diag_c(A_c^-1)``: one ``A_c`` per class over the shared ``T``.
+
+    Parameters
+    ----------
+    pre : _FalkonPreconditioner
+        Holds ``T`` (``K_MM + eps I = T^T T``); its ``A`` is not used.
+    k : int
+        The number of classes.
+    """
+
+    def __init__(self, pre, k):
+        self.pre, self.m, self.k, self.eps = pre, pre.m, k, pre.eps
+        pre._use("T")
+        self.T = np.triu(pre.F)  # upper, its own copy (pre.F's lower triangle holds A)
+        dt = self.T.dtype
+        self.lauum, self.potrf = lapack.get_lapack_funcs(("lauum", "potrf"), (self.T,))
+        self.trsm = blas.get_blas_funcs("trsm", (self.T,))
+        self.R = [np.empty((self.m, self.m), dt, order="F") for _ in range(k)]
+
+    def set_weights(self, scales, lam):
+        """Factor ``R_c^T R_c = T S_c^2 T^T + lam I`` (``scales`` (M, k): ``S_c``)."""
+        for c in range(self.k):
+            R = self.R[c]
+            np.multiply(self.T, scales[:, c].astype(R.dtype)[None, :], out=R)
+            jitter = 0.0
+            for _ in range(12):
+                R, info = self.lauum(R, lower=0, overwrite_c=1)
+                if info != 0:
+                    raise ValueError(f"LAPACK lauum failed (info={info}).")
+                base = np.diag(R).copy()
+                R.flat[:: self.m + 1] = base + (lam + jitter)
+                R, info = self.potrf(R, lower=0, clean=1, overwrite_a=1)
+                if info == 0:
+                    break
+                jitter = (np.finfo(R.dtype).eps * self.m * max(float(base.max()), lam, 1e-30)
+                          if jitter == 0.0 else 100.0 * jitter)
+                R = np.asfortranarray(self.T * scales[:, c].astype(R.dtype)[None, :])
+            else:
+                raise ValueError("the FALKON preconditioner is not positive definite; "
+                                 "increase alpha.")
+            self.R[c] = R
+
+    def _solve_A(self, V, trans):
+        out = np.empty((self.m, self.k))
+        for c in range(self.k):
+            v = np.asfortranarray(V[:, c:c + 1], dtype=self.R[c].dtype)
+            out[:, c] = self.trsm(1.0, self.R[c], v, lower=0, trans_a=int(trans))[:, 0]
+        return out
+
+    def apply(self, V, product, lam, n):
+        """``B^T H B V``, ``H = product / n + lam K_MM`` (``K_MM = T^T T - eps I``)."""
+        W = _project(self._solve_A(V, False))
+        U = self.pre.solve_T(W)
+        H = product(U) / n
+        if self.eps:
+            H -= (lam * self.eps) * U
+        H = _project(self.pre.solve_T(H, trans=True))
+        H += lam * W
+        return self._solve_A(H, True)
+
+    def Bt(self, R):
+        """``B^T R = diag_c(A_c^-T) T^-T Pi R``."""
+        return self._solve_A(self.pre.solve_T(_project(R), trans=True), True)
+
+    def B(self, G):
+        """``B G = Pi T^-1 diag_c(A_c^-1) G``."""
+        return _project(self.pre.solve_T(self._solve_A(G, False)))
