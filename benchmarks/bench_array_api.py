@@ -11,19 +11,20 @@ Fourier features) is fitted and then predicts (or transforms, or estimates score
   engine and its results and fitted attributes come back in the input's namespace.
 
 Data: ``n`` Fashion-MNIST training images (10,000, a seeded sample; pixels in [0, 1],
-d = 784) and its first ``n_test`` test images (2,000); 5,000 of those training images for
-the three exact O(n^3) fits with a calibration or an NTK / GP solve (exact kernel ridge
-classifier, NTK ridge classifier, infinite-width GP), to keep each call to seconds on 2
-cores. Labels for the classifiers, a smooth function of the pixels for the regressors,
-90% of the labels hidden for STKR. Time of ``fit`` + the prediction call, median of
-``repeats`` calls per namespace, the namespaces taking turns within each repeat (their
-order rotated), after one untimed warm-up call per namespace on 300 rows with small
-models (compilation and first-call costs). The inputs are moved into each namespace
-before the clock starts. Each result is checked to be in the input's namespace and
+d = 784) and its first ``n_test`` test images (2,000); fewer of those training images for
+the four exact O(n^3) fits, to keep each call to seconds on 2 cores (``BENCH_N`` in
+``_xp_cases.py``: exact kernel ridge 5,000, its classifier with the leave-one-out
+calibration and the NTK ridge classifier 3,000, the infinite-width GP 2,000). Labels for
+the classifiers, a smooth function of the pixels for the regressors, 90% of the labels
+hidden for STKR; EigenPro 2 runs one epoch, EigenPro 3 / 4 two. Time of ``fit`` + the
+prediction call, median of ``repeats`` calls per namespace, the namespaces taking turns
+within each repeat (their order rotated), after one untimed warm-up call per namespace on
+300 rows with small models (compilation and first-call costs). The inputs are moved into
+each namespace before the clock starts. Each result is checked to be in the input's namespace and
 compared with NumPy's (largest difference over the largest NumPy value).
 
 Goal: the array-API path costs <= 10% over plain NumPy at n = 10,000 (ratio <= 1.10;
-5,000 for the three cases above).
+the exact fits at the sizes above).
 
 Usage::
 
