@@ -90,3 +90,33 @@ def test_gpu_check_compares_values():
     assert _row("e", "x", ns, a, a.copy(), 1e-9, 0.0)["ok"]
     assert not _row("e", "x", ns, a, a * (1 + 1e-6), 1e-9, 0.0)["ok"]
     assert not _row("e", "x", ns, a, [1.0, 2.0, 4.0], 1e-9, 0.0)["ok"]  # not in numpy
+
+
+def test_array_api_bench_times_and_checks_each_namespace(monkeypatch):
+    """bench_array_api on tiny data: alternating timed calls per namespace, the ratio to
+    NumPy's median, results in the input's namespace and equal to NumPy's; the table."""
+    pytest.importorskip("array_api_strict")
+    monkeypatch.setenv("SCIPY_ARRAY_API", "1")  # scikit-learn's dispatch asks for it
+    import numpy as np
+    from _xp_cases import data
+    from bench_array_api import bench_case, render
+
+    cfg = {"n": 120, "n_test": 30, "repeats": 3, "scale": "tiny", "warm_n": 60}
+    base = data(cfg["n"], cfg["n_test"], d=8)
+    rows = bench_case("KernelRidgeClassifier (exact)", cfg, base, ["numpy", "array_api_strict"],
+                      np.dtype("float64"))
+    ref, strict = rows["numpy"], rows["array_api_strict"]
+    assert len(ref["times"]) == len(strict["times"]) == 3
+    assert ref["median_s"] == np.median(ref["times"])
+    assert strict["ratio"] == strict["median_s"] / ref["median_s"]
+    assert strict["follows_input"] and strict["label_agreement"] == 1.0
+    assert strict["max_rel_diff"] <= 1e-12
+    res = {"config": cfg, "machine": {"cpu_count": 2, "cpu_model": "cpu", "env": {}},
+           "git": {"commit": "abc"}, "timestamp": "T", "loadavg_before": [0.1],
+           "loadavg_after": [0.2], "versions": {"numpy": np.__version__},
+           "namespaces": ["numpy", "array_api_strict"],
+           "cases": {"KernelRidgeClassifier (exact)": {"float64": rows}}}
+    md = render(res)
+    line = next(ln for ln in md.splitlines() if ln.startswith("| KernelRidgeClassifier"))
+    assert f"| {strict['ratio']:.3f} | yes |" in line
+    assert ("met in 1 of 1 rows" in md) == (strict["ratio"] <= 1.10)
