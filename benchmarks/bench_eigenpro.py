@@ -24,6 +24,12 @@ same data, same kernel and bandwidth):
     centers for two epochs in a fresh subprocess: time per epoch, peak memory, held-out
     R^2.
 
+(d) EigenPro 4 against EigenPro 3, EigenPro 2 against KernelRidge (``--rows-d``).
+(e) kernelkit's EigenPro 4 against the authors' EigenPro 4 (PyTorch, CPU; imported when
+    installed, else skipped), equal centers, batch size and epochs, and EigenPro 4 against
+    EigenPro 3 with more centers than the kernel cache holds (``--rows-e``; see
+    ``_eigenpro_peer.py``).
+
 Every EigenPro fit runs with ``working_memory=1024`` MiB (kernel blocks of at most
 1 GiB) and the automatic batch size, step size and preconditioner, reported with the
 results. Timings are single runs of whole fits (each takes tens of seconds to minutes);
@@ -45,6 +51,7 @@ Usage::
                                                   # results_eigenpro.json and the section
                                                   # in RESULTS.md
     python benchmarks/bench_eigenpro.py --quick   # small sizes, prints only
+    python benchmarks/bench_eigenpro.py --only-d --rows-e   # part (e) alone (~15 min)
 """
 
 import os
@@ -64,6 +71,7 @@ import time  # noqa: E402
 import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+import _eigenpro_peer as peer  # noqa: E402 (part (e))
 import numpy as np  # noqa: E402
 from _common import (  # noqa: E402 (benchmarks/ is on sys.path)
     MD_HEADER,
@@ -234,6 +242,8 @@ def case(name, cfg):
 
     if name in PART_D:
         return case_d(name, cfg)
+    if name.startswith("e:"):
+        return peer.case_e(name, cfg is QUICK, epoch_times, SEED)
     if name in PART_B:
         Xa, ya, Xt, yt = load_fashion_mnist()
         n = cfg["n_b"]
@@ -549,6 +559,7 @@ def render_markdown(res):
                           f"(commit {(r['git']['commit'] or '')[:10]}), load average "
                           f"before/after {r['loadavg'][0]} / {r['loadavg'][1]}."]
     lines += render_d(res.get("part_d") or [], res.get("part_d_loadavg"))
+    lines += peer.render_e(res.get("part_e") or [], fmt_met)
     c = res.get("part_c")
     if c:
         per = ", ".join(f"{t:.1f}" for t in c["epoch_s"])
@@ -602,8 +613,11 @@ def main(argv=None):
     parser.add_argument("--rows-d", nargs="*", default=None,
                         help="part (d) rows to run (EP3 vs EP4, EP2 vs KernelRidge); no "
                              "names: all of " + ", ".join(PART_D))
+    parser.add_argument("--rows-e", nargs="*", default=None, help="part (e) rows (EP4 vs "
+                        "the authors' EP4; EP3 vs EP4 over the cache); no names: all of "
+                        + ", ".join(peer.ROWS))
     parser.add_argument("--only-d", action="store_true",
-                        help="run only part (d) (with --rows-d)")
+                        help="run only parts (d) / (e) given by --rows-d / --rows-e")
     parser.add_argument("--only-b", nargs="+", choices=PART_B, default=None,
                         help="rerun only these part (b) rows (others kept from the JSON)")
     args = parser.parse_args(argv)
@@ -637,6 +651,8 @@ def main(argv=None):
     if args.rows_d is not None:
         res["part_d"] = run_d(args.rows_d, args.quick)
         res["part_d_loadavg"] = [round(x, 2) for x in os.getloadavg()]
+    if args.rows_e is not None:
+        res["part_e"] = peer.run_e(args.rows_e or peer.ROWS, args.quick, run_case)
     res["part_a"] = []
     for dataset in (["fashion-mnist"] if fm else []) + (["diamonds"] if not args.only_d else []):
         print(f"(a) {dataset}, n = {cfg['n_a']:,}", flush=True)
@@ -653,9 +669,13 @@ def main(argv=None):
         # keep the earlier parts' figures: only part (d) was rerun
         old = json.loads(JSON_PATH.read_text())
         rows = {r["row"]: r for r in old.get("part_d") or []}
-        rows.update({r["row"]: r for r in res["part_d"]})  # rows run one call at a time
+        rows.update({r["row"]: r for r in res.get("part_d") or []})  # one call at a time
         res["part_d"] = [rows[k] for k in PART_D if k in rows]
-        old.update({k: res[k] for k in ("part_d", "part_d_loadavg")})
+        old.update({k: res[k] for k in ("part_d", "part_d_loadavg") if k in res})
+        if "part_e" in res:  # the rows run now replace the same rows of an earlier run
+            ran = {r["row"] for r in res["part_e"]}
+            old["part_e"] = [r for r in old.get("part_e") or [] if r["row"] not in ran] \
+                + res["part_e"]
         old["part_d_timestamp"] = res["timestamp"]
         res = old
         section = render_markdown(res)
