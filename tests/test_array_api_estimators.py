@@ -38,13 +38,14 @@ from sklearn.utils.estimator_checks import (
 
 import kernelkit
 from kernelkit import KernelRidge, KernelRidgeClassifier
-from kernelkit.backend import resolve_backend
+from kernelkit.backend import available_backends, resolve_backend
 from kernelkit.utils import _array_api as aa
 
 xps = pytest.importorskip("array_api_strict")
 
 NAMES = [n for n in kernelkit.__all__
-         if isinstance(getattr(kernelkit, n), type) and issubclass(getattr(kernelkit, n), BaseEstimator)]
+         if isinstance(getattr(kernelkit, n), type)
+         and issubclass(getattr(kernelkit, n), BaseEstimator)]
 COMBOS = [("array_api_strict", "CPU_DEVICE", "float64"), ("array_api_strict", "device1", "float32"),
           ("torch", "cpu", "float64"), ("torch", "cpu", "float32")]
 
@@ -202,7 +203,7 @@ def test_fit_and_predict_namespaces():
     ref = KernelRidge(alpha=0.1).fit(X, y).predict(X)
     m = _fit(KernelRidge(alpha=0.1), xps, xps.Device("device1"), X, y)
     with sklearn.config_context(array_api_dispatch=True):
-        with pytest.raises(ValueError, match=r"KernelRidge.predict\(\) must use the same namespace"):
+        with pytest.raises(ValueError, match=r"KernelRidge.predict\(\) must use the same name"):
             m.predict(X)
         with pytest.raises(ValueError, match="same device"):
             m.predict(xps.asarray(X))  # CPU_DEVICE, not device1
@@ -277,9 +278,10 @@ class _Bare:
 def test_namespace_and_host_errors():
     X, y = _data()
     with sklearn.config_context(array_api_dispatch=True):
-        with pytest.raises(TypeError, match="X is an array of namespace bare_namespace, which lacks asarray"):
+        with pytest.raises(TypeError, match="X is an array of namespace bare_namespace, "
+                                            "which lacks asarray"):
             KernelRidge().fit(_Bare(X), y)
-        with pytest.raises(TypeError, match=r"sample_weight \(.*_Bare\) cannot be read on the host"):
+        with pytest.raises(TypeError, match=r"sample_weight \(.*_Bare\) cannot be read on"):
             KernelRidge().fit(xps.asarray(X), y, sample_weight=_Bare(np.ones(len(y)), False))
 
 
@@ -308,3 +310,44 @@ def test_numpy_calls_go_straight_through(monkeypatch):
     with sklearn.config_context(array_api_dispatch=True):
         assert_allclose(m.fit(X, y).predict_proba(X), ref)
         assert m.score(X, y) == KernelRidgeClassifier.score.__wrapped__(m, X, y)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif("cupy" not in available_backends(), reason="needs CuPy and a CUDA GPU")
+@pytest.mark.parametrize("name", ["KernelRidgeClassifier", "FalkonRegressor", "EigenProRegressor",
+                                  "RandomFourierFeatures", "KernelThinning"])
+def test_cupy_input_runs_on_the_cupy_engine(name):
+    """CuPy in (no dispatch needed): backend_ 'cupy', fitted arrays and results CuPy arrays,
+    values those of the NumPy fit."""
+    import cupy
+
+    X, y = _data(n=200)
+    ref = _estimator(name).fit(X, y)
+    est = _estimator(name).fit(cupy.asarray(X), cupy.asarray(y))
+    assert getattr(est, "backend_", "cupy") == "cupy"
+    assert any(isinstance(v, cupy.ndarray) for v in vars(est).values())
+    read = next(m for m in ("predict", "transform") if hasattr(est, m)) \
+        if not isinstance(est, kernelkit.KernelThinning) else None
+    if read is not None:
+        out = getattr(est, read)(cupy.asarray(X))
+        assert isinstance(out, cupy.ndarray)
+        assert_allclose(out.get(), getattr(ref, read)(X), rtol=1e-5, atol=1e-6)
+    loaded = pickle.loads(pickle.dumps(est))
+    assert not any(isinstance(v, cupy.ndarray) for v in vars(loaded).values())
+
+
+def test_rejected_partial_fit_leaves_device_arrays_and_values():
+    X, y = _data()
+    dev = xps.Device("device1")
+    with sklearn.config_context(array_api_dispatch=True):
+        m = kernelkit.RandomFeaturesRegressor(random_state=0).partial_fit(
+            xps.asarray(X[:15], device=dev),
+            xps.asarray(y[:15] * 1.0, device=dev))
+        before = {k: (v, _host(v).copy()) for k, v in vars(m).items() if aa.is_device_array(v)}
+        assert before
+        with pytest.raises(ValueError):
+            m.partial_fit(xps.asarray(X[15:, :3], device=dev),
+                          xps.asarray(y[15:] * 1.0, device=dev))
+    for k, (v, values) in before.items():
+        assert vars(m)[k] is v
+        assert_allclose(_host(v), values)

@@ -354,12 +354,13 @@ def _is_param(key):
     return not (key.startswith("_") or key.endswith("_"))
 
 
-def _state_host(state):
+def _state_host(state, copy=False):
     """Copy of an estimator's ``__dict__`` whose fitted device arrays (and those of fitted
-    sub-estimators) are NumPy; parameters kept."""
+    sub-estimators) are NumPy; parameters kept. ``copy``: never views of device memory
+    (a ``partial_fit`` updates its arrays in place, and a failed one is rolled back)."""
     def host(v):
         if is_device_array(v):
-            return to_host(v)
+            return np.array(to_host(v), copy=True) if copy else to_host(v)
         if isinstance(v, ArrayAPIMixin):
             return _host_view(v) if _has_device_state(v) else v
         if isinstance(v, (list, tuple)):
@@ -447,7 +448,7 @@ def _call_host(self, method, kind, args, kwargs, target):
         else:
             saved = vars(self).copy()
             if _has_device_state(self):
-                vars(self).update(_state_host(saved))
+                vars(self).update(_state_host(saved, copy=True))
             try:
                 out = method(self, *args, **kwargs)
                 if target is not None:
