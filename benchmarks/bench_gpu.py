@@ -30,9 +30,10 @@ Running it on the device (its image has CuPy, PyTorch, NumPy, SciPy, scikit-lear
 Numba; nothing is installed)::
 
     python benchmarks/gpu_data.py         # here, once: benchmarks/data/fashion_mnist.npz
-    # on the device, carry=["benchmarks/data/fashion_mnist.npz"], one command (GPU tests,
-    # then this script; about 6 minutes in all):
+    # on the device, carry=["benchmarks/data/fashion_mnist.npz"], one command (the check,
+    # the GPU tests, then this script; about 7 minutes in all):
     export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+    python3 benchmarks/bench_gpu.py --check 2>&1 | tee $OUT/gpu_check.log   # about a minute
     python3 -m pytest -q -p no:cacheprovider -m "gpu or not slow" tests/test_array_api.py \
         tests/test_backends.py 2>&1 | tee $OUT/gpu_tests.log
     python3 benchmarks/bench_gpu.py 2>&1 | tee $OUT/bench_gpu.log

@@ -222,8 +222,10 @@ def run_check(ns_name="cupy", kinds=("engine", "conv", "metric", "estimator")):
         If a host namespace is not installed.
     """
     ns = Namespace(ns_name)
-    where = (ns.engine.xp.cuda.runtime.getDeviceProperties(0)["name"] if ns.device
-             else "the host")
+    where = "the host"
+    if ns.device:
+        where = ns.xp.cuda.runtime.getDeviceProperties(ns.xp.cuda.Device().id)["name"]
+        where = where.decode() if isinstance(where, bytes) else where
     print(f"check: {ns_name} on {where!s} against NumPy", flush=True)
     rng = np.random.default_rng(0)
     rows = []
