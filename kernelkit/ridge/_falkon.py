@@ -565,7 +565,9 @@ class FalkonClassifier(_ClassifierMixin, _FalkonBase):
     second-order method of Marteau-Ferey, Bach & Rudi, NeurIPS 2019: a decreasing
     sequence of penalties, each solved by a few Newton steps whose systems
     ``K_Mn D K_nM + alpha K_MM`` (``D`` the loss's Hessian at the current fit) are
-    solved by CG with the FALKON preconditioner rebuilt for ``D``; see
+    solved by CG with the FALKON preconditioner rebuilt for ``D`` (with more than two
+    classes, once a step's CG grows long, one preconditioner per class: the softmax's
+    curvature lies in a row's one or two contested classes); see
     :mod:`kernelkit.ridge._falkon_logistic`.
 
     Parameters
