@@ -72,7 +72,7 @@ def _stkr(scale):
 
 def _kons(scale):
     return _kk().KONSRegressor(gamma=GAMMA[scale], random_state=0,
-                               max_atoms=300 if scale == "bench" else 40)
+                               max_atoms=150 if scale == "bench" else 40)
 
 
 def _squeak(scale):
@@ -92,7 +92,7 @@ def _thinning(scale):
 def _rff(scale):
     k = _kk()
     return k.RandomFeaturesClassifier(
-        k.RandomFourierFeatures(2000 if scale == "bench" else 100, gamma=GAMMA[scale],
+        k.RandomFourierFeatures(1000 if scale == "bench" else 100, gamma=GAMMA[scale],
                                 random_state=0), alpha=1e-2, random_state=0)
 
 
