@@ -351,3 +351,29 @@ def test_rejected_partial_fit_leaves_device_arrays_and_values():
     for k, (v, values) in before.items():
         assert vars(m)[k] is v
         assert_allclose(_host(v), values)
+
+
+class _RowSums(aa.ArrayAPIMixin, BaseEstimator):
+    """The mixin on its own: a model with no fitted arrays, whose methods see NumPy only."""
+
+    def fit(self, X, y=None):
+        assert type(X) is np.ndarray
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def predict(self, X):
+        assert type(X) is np.ndarray
+        return X.sum(axis=1)
+
+
+def test_mixin_on_a_model_without_fitted_arrays():
+    X, _ = _data("float32")
+    Xd = xps.asarray(X, device=xps.Device("device1"))
+    with sklearn.config_context(array_api_dispatch=True):
+        m = _RowSums().fit(Xd)
+        assert isinstance(m, _RowSums)
+        out = m.predict(Xd)  # nothing tells where it was fitted: any namespace is taken
+        _same_place(out, Xd)
+        assert out.dtype == xps.float32
+        assert_allclose(_host(out), X.sum(axis=1))
+        assert type(m.predict(X)) is np.ndarray

@@ -402,6 +402,17 @@ def _model_where(est):
     return None
 
 
+def _holds_host_arrays(est):
+    def host(v):
+        if isinstance(v, (list, tuple)):
+            return any(map(host, v))
+        if isinstance(v, dict):
+            return any(map(host, v.values()))
+        return isinstance(v, np.ndarray) and v.dtype.kind in "biufc"
+
+    return any(host(v) for k, v in vars(est).items() if not _is_param(k))
+
+
 def _has_device_state(est):
     return _model_where(est) is not None
 
@@ -494,9 +505,9 @@ def _refuse_other_place(est, method, X, where):
     """scikit-learn's rule under array API dispatch: a fitted model is used with inputs of the
     namespace and device it was fitted on."""
     fitted = _model_where(est)
-    if fitted is None and where is None or fitted is not None and where is not None \
-            and _same_place(fitted, where):
-        return
+    if fitted is None and (where is None or not _holds_host_arrays(est)) \
+            or fitted is not None and where is not None and _same_place(fitted, where):
+        return  # same place, or a model with no fitted arrays to tell where it lives
     got = "NumPy" if where is None else f"{_ns_name(where[0])} on device {where[1]}"
     had = "NumPy" if fitted is None else f"{_ns_name(fitted[0])} on device {fitted[1]}"
     raise ValueError(f"Inputs passed to {type(est).__name__}.{method}() must use the same "
