@@ -9,6 +9,10 @@ the one place that decides
 * how device-resident fitted attributes reach the host when an estimator is
   pickled (:func:`state_to_host`, :class:`HostPickleMixin`), so that a model
   fitted on a GPU loads on a machine without one.
+* how every estimator's public methods follow their input under scikit-learn's
+  array API dispatch (:class:`ArrayAPIMixin`, on each estimator's base class): the
+  call computes on host views of its inputs, fitted arrays and results go back to
+  the input's namespace and device (user guide: ``doc/array_api.rst``).
 
 Host (NumPy) inputs and plain Python sequences are "host"; an array whose type
 is not ``numpy.ndarray`` but which has ``__array_namespace__`` (CuPy,
