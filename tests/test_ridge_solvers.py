@@ -177,7 +177,7 @@ def test_auto_choice_follows_the_model_on_the_sketch(monkeypatch, alpha):
     n = len(X)
     pcg = (_auto.estimated_iterations(info["lam_min"], alpha, 1e-4)
            * ((n * n + 4 * n * info["rank"]) * rates[1] + _auto._ITER_OVERHEAD_S))
-    chol = n**3 / 3 / (_auto.POTRF_EFFICIENCY * rates[0]) + 24 * n * n * rates[1]
+    chol = n**3 / 3 / (_auto.POTRF_EFFICIENCY * rates[0]) + 8 * n * n * rates[1]
     expected = "pcg" if pcg < chol else "cholesky"
     monkeypatch.setattr(_auto, "_BAIL_MARGIN", np.inf)  # the a priori choice only
     m = KernelRidge(alpha=alpha, kernel="rbf", gamma=GAMMA, random_state=0).fit(X, y)
@@ -219,13 +219,91 @@ def test_watch_predicts_the_time_left_from_the_observed_rate(monkeypatch):
     assert run(2.3) == 10  # 3.3 s < 1.5 x 2.3 s: PCG goes on
 
 
+def test_watch_waits_out_cg_early_plateau(monkeypatch):
+    # CG at small alpha sits near its start, then falls: no switch on a plateau while
+    # CG has spent under a third of the restart cost; the rate is read after that
+    clock = iter(range(100))  # one second per CG step
+    monkeypatch.setattr(_auto.time, "perf_counter", lambda: float(next(clock)))
+    w = _auto.Watch(1e-4, lambda: 90.0)
+    for it in range(1, 30):  # 29 s < 30 s: 0.82 of the start throughout, no rate read
+        w(it, 0.82)
+    clock = iter(range(100))
+    w = _auto.Watch(1e-4, lambda: 30.0)
+    with pytest.raises(_auto.SwitchToCholesky) as stop:
+        for it in range(1, 40):
+            w(it, 0.82)
+    assert stop.value.args[0] == 11  # 10 s spent >= 30 s / 3, the rate is 0: switch
+    clock = iter(range(100))
+    w = _auto.Watch(1e-4, lambda: 10.0)
+    for it in range(1, 12):  # the fall after a plateau: halving per step from step 6,
+        # at step 10, ln(0.028 / 0.9) / 5 = ln 0.5 per step: 8.1 steps left < 1.5 x 10 s
+        w(it, 0.9 if it < 6 else 0.45 * 0.5 ** (it - 6))
+
+
+def test_abandoned_sketch_is_cholesky(monkeypatch):
+    rates = (2e10, 1e-9)
+    it_s = _auto.iteration_seconds(5000, 625, 4, rates)
+
+    def pcg(lam_final):  # the forecast without the sketch's own (microseconds) time
+        return _auto.estimated_iterations(lam_final, 1e-4, 1e-4) * it_s
+
+    # one check (rank 128, lam_min 1 >> 10 alpha): decay assumed 1 / rank, to the cap 625
+    f = _auto._Abandon(5000, 1e-4, 1e-4, 1.0, rates).forecast(128, 1.0, 625)
+    assert pcg(128 / 625) <= f < pcg(128 / 625) + 0.05
+    assert _auto._Abandon(5000, 1e-4, 1e-4, 0.9 * f, rates)(128, 1.0, 625)
+    ab = _auto._Abandon(5000, 1e-4, 1e-4, 1.1 * f, rates)
+    assert not ab(128, 1.0, 625)
+    # two checks: the decay over the last doubling (1 -> 0.25: rank^-2) is extrapolated
+    f = ab.forecast(256, 0.25, 625)
+    assert pcg(0.25 * (256 / 625) ** 2) <= f < pcg(0.25 * (256 / 625) ** 2) + 0.05
+    # a fast decay reaching 10 alpha before the cap: the rank stops there, lam >= 5 alpha
+    f = ab.forecast(256, 2e-3, 625)
+    lo = (_auto.estimated_iterations(1e-3, 1e-4, 1e-4)
+          * _auto.iteration_seconds(5000, 256, 4, rates))
+    assert lo <= f < pcg(5e-4)
+    X, y = _data(1500)
+    seen = {}
+    sketch = _auto.nystrom_sketch
+
+    def spy(*a, **k):
+        out = sketch(*a, **k)
+        seen.update(out[2])
+        return out
+
+    monkeypatch.setattr(_auto, "nystrom_sketch", spy)
+    monkeypatch.setattr(_auto, "machine_rates", lambda k: rates)
+    monkeypatch.setattr(_auto, "cholesky_seconds", lambda *a, **k: 0.08)  # > the PCG floor
+    kw = dict(alpha=1e-6, kernel="rbf", gamma=GAMMA, random_state=0)
+    m = KernelRidge(**kw).fit(X, y)
+    assert m.solver_ == "cholesky" and seen["stopped"] and seen["rank"] == 128
+    np.testing.assert_array_equal(m.dual_coef_, KernelRidge(solver="cholesky", **kw)
+                                  .fit(X, y).dual_coef_)
+
+
+def test_cg_patience_counts_only_near_tol():
+    # a spread spectrum: the residual stays at its start for over 5 steps, then falls;
+    # plain patience=5 gives up with x = 0, counted only below 1e-2 CG converges
+    from kernelkit.ridge._pcg import conjugate_gradient
+
+    w = np.logspace(-3, 0, 30)
+    b = np.ones(30)
+
+    def apply_A(v):
+        return w[:, None] * v.reshape(30, -1)
+
+    x, it, rel = conjugate_gradient(apply_A, b, 1e-6, 500, patience=5)
+    assert it == 5 and rel[0] == 1.0 and not x.any()
+    x, it, rel = conjugate_gradient(apply_A, b, 1e-6, 500, patience=5, stall_below=1e-2)
+    assert rel[0] <= 1e-6 and _rel(x, b / w) < 1e-6
+
+
 def test_cost_model_closed_forms():
     assert _auto.estimated_iterations(0.0, 1.0, 1e-4) == pytest.approx(2 * np.log(2e4))
     assert _auto.estimated_iterations(4.5, 1.0, 1e-4) == pytest.approx(
         2 * 10**0.23 * np.log(2e4))
     rates = (1e10, 1e-9)
     assert _auto.cholesky_seconds(3000, 1, rates) == pytest.approx(
-        9e9 / (0.85e10) + 24 * 9e6 * 1e-9)
+        9e9 / (0.85e10) + 8 * 9e6 * 1e-9)
     assert _auto.cholesky_seconds(3000, 2, rates) == pytest.approx(
         10 * _auto.cholesky_seconds(3000, 1, rates))
     assert _auto.iteration_seconds(1000, 100, 8, rates) == pytest.approx(

@@ -4,9 +4,13 @@ Both solvers compute the same ``n x n`` kernel matrix (float64 for Cholesky, flo
 for PCG, from the same float64 arithmetic), so that cost cancels; what is weighed is
 
 * Cholesky: ``n^3 / 3`` flops of LAPACK ``potrf`` at ``POTRF_EFFICIENCY`` times the
-  machine's ``dgemm`` rate, plus ``_CHOL_PASSES`` streaming passes over ``K`` (copy,
-  equilibration, condition estimate, triangular solves); ten times the factorization
-  with one ``alpha`` per target (an eigendecomposition then);
+  machine's ``dgemm`` rate, plus ``_CHOL_PASSES`` streaming passes over the float64
+  ``K``: the kernel matrix is the factorization's own workspace (no copy), so what
+  remains is the 1-norm (one pass), the two triangular solves (half the matrix each)
+  and, where the diagonal is not constant (sample weights, non-stationary kernels),
+  the equilibration (a read and a write); the condition estimate is skipped for a
+  positive-definite kernel (``alpha`` bounds it). Ten times the factorization with one
+  ``alpha`` per target (an eigendecomposition then);
 * PCG: ``t`` iterations of one product with the held ``K`` (``n^2`` entries streamed)
   plus two passes over the Nyström factor ``F`` (``n x r`` float64, about ``4 n r``
   float32 entries' worth) and a fixed per-iteration overhead. ``t`` comes from the
@@ -20,6 +24,12 @@ for PCG, from the same float64 arithmetic), so that cost cancels; what is weighe
   a factor 2, on the high side where the spectrum is flat): CG converges far faster
   than the ``sqrt(kappa)`` worst case on kernel spectra.
 
+The sketch is abandoned as soon as PCG cannot win: at each rank check where the rank
+would still grow, the smallest Nyström eigenvalue's decay over the last doubling is
+extrapolated to the final rank (optimistically: rank-linear sketch cost, float32
+products, ``kappa`` at least 1 + 2 x 5) and when even that PCG (sketch time so far
+included) costs more than Cholesky, Cholesky is chosen without finishing the sketch.
+
 The two rates (``dgemm`` flops per second, seconds per float32 entry of a product with
 ``k`` columns) are measured once per process and BLAS thread count by short probes
 (a 512 x 512 ``dgemm``, a 32 MB float32 product: about 10 ms together). PCG is also
@@ -28,7 +38,11 @@ decrease per step and time per step predict the time left; when that exceeds
 ``_BAIL_MARGIN`` times the cost of starting over with Cholesky (the measured time of
 the kernel matrix plus the model's factorization) and the float64 matrix fits
 ``cache_size``, the fit switches to Cholesky (the result is then exactly
-``solver="cholesky"``'s).
+``solver="cholesky"``'s). The rate is not read while the residual is above half the
+start and CG has spent less than a third of that restart cost: at small ``alpha`` a
+strongly preconditioned CG sits near its start for 20 steps and more (0.82 of it for
+25 steps at ``alpha = 1e-4``, n 3,000) and then converges fast; a rate read there
+would switch every such fit.
 """
 
 import math
@@ -42,11 +56,12 @@ from ._pcg import nystrom_sketch
 
 POTRF_EFFICIENCY = 0.85  # OpenBLAS dpotrf / dgemm rate from n ~ 4,000 on (measured 0.89)
 AUTO_MIN_SAMPLES = 1024  # below: Cholesky costs less than the model's own probes
-_CHOL_PASSES = 12        # streaming passes over n^2 float64 of the Cholesky path
+_CHOL_PASSES = 4         # streaming passes over n^2 float64 of the Cholesky path
 _ITER_OVERHEAD_S = 3e-4  # CG bookkeeping and thread dispatch per iteration
 _ITER_COEF, _ITER_EXP = 2.0, 0.23
 _WATCH_FROM = 10         # CG steps before the observed rate is trusted
 _BAIL_MARGIN = 1.5       # PCG's predicted remaining time over Cholesky's, to switch
+_PLATEAU = 0.5           # above this relative residual the rate is not yet trusted ...
 
 
 class SwitchToCholesky(Exception):
@@ -136,23 +151,59 @@ class Watch:
         self.best.append(min(self.best[-1], rel))
         if it < _WATCH_FROM or not rel > self.tol:
             return
-        # the rate over the last half of the steps: CG accelerates, the start is slowest
-        h = it // 2
+        restart = self.restart_s()
+        if self.best[it] > _PLATEAU and now - self.t0 < restart / 3:
+            return  # CG's early plateau (small alpha) is no rate: wait for the fall
+        # the rate over the last quarter of the steps: CG accelerates, the start is slowest
+        h = max(_WATCH_FROM // 2, it // 4)
         cur, old = self.best[it], self.best[it - h]
         rate = math.log(max(cur, 1e-300) / max(old, 1e-300)) / h
         per_step = (now - self.t0) / max(it - 1, 1)
         left = math.inf if rate >= 0 else math.log(self.tol / cur) / rate
-        if left * per_step > _BAIL_MARGIN * self.restart_s():
+        if left * per_step > _BAIL_MARGIN * restart:
             raise SwitchToCholesky(it)
+
+
+class _Abandon:
+    """``stop(rank, lam_min, max_rank)`` of the sketch under ``"auto"``: True once even an optimistic
+    PCG (see the module notes) would cost more than Cholesky's ``chol`` seconds."""
+
+    def __init__(self, n, mu, tol, chol, rates):
+        self.n, self.mu, self.tol = n, mu, tol
+        self.chol, self.rates = chol, rates
+        self.t0, self.last = time.perf_counter(), None
+
+    def forecast(self, k, lam, max_rank):
+        """Optimistic PCG seconds from the sketch at rank ``k`` (smallest eigenvalue ``lam``)."""
+        spent = time.perf_counter() - self.t0
+        p = 1.0  # decay exponent of lam_min in the rank; one check: assume 1/k
+        if self.last is not None and self.last[1] > lam > 0:
+            p = math.log(self.last[1] / lam) / math.log(k / self.last[0])
+        target = _RANK_RATIO_MU * self.mu
+        r = max_rank
+        if lam > 0 and p > 0:  # where the rank rule would stop, at the latest the cap
+            r = min(r, max(k, k * (lam / target) ** (1.0 / p)))
+        lam_r = max(lam * (k / r) ** p if lam > 0 else 0.0, 0.5 * target)
+        t = estimated_iterations(lam_r, self.mu, self.tol)
+        return spent * r / k + t * iteration_seconds(self.n, r, 4, self.rates)
+
+    def __call__(self, k, lam, max_rank):
+        pcg = self.forecast(k, lam, max_rank)
+        self.last = (k, lam)
+        return pcg > self.chol
+
+
+_RANK_RATIO_MU = 10.0  # the rank rule of the sketch: grow while lam_min > 10 alpha
 
 
 def choose(product, alpha, tol, n_targets, rng, progress, fits):
     """``solver="auto"`` for this fit: ``(solver, sketch, monitor)``.
 
-    ``fits``: whether Cholesky's float64 ``K`` fits ``cache_size``. The sketch (PCG's
-    own first step, :func:`~kernelkit.ridge._pcg.nystrom_sketch`) is drawn only when
-    the cost floor leaves the choice open, and handed on when PCG is chosen, with the
-    :class:`Watch` that may still switch to Cholesky.
+    ``fits``: whether Cholesky's float64 ``K`` fits ``cache_size``.
+    The sketch (PCG's own first step, :func:`~kernelkit.ridge._pcg.nystrom_sketch`) is
+    drawn only when the cost floor leaves the choice open, abandoned once PCG cannot
+    win, and handed on when PCG is chosen, with the :class:`Watch` that may still
+    switch to Cholesky.
     """
     n = product.n
     a = np.atleast_1d(alpha)
@@ -168,9 +219,15 @@ def choose(product, alpha, tol, n_targets, rng, progress, fits):
     if chol <= floor:  # Cholesky is certain: not even the sketch is drawn
         progress("solver auto", level=1, cholesky_s=chol, pcg_min_s=floor, choice="cholesky")
         return "cholesky", None, None
-    sketch = nystrom_sketch(product, alpha, rng, progress)
+    mu = float(a.min())
+    abandon = _Abandon(n, mu, tol, chol, rates)
+    sketch = nystrom_sketch(product, alpha, rng, progress, stop=abandon)
     info = sketch[2]
-    t = estimated_iterations(info["lam_min"], float(a.min()), tol)
+    if info.get("stopped"):
+        progress("solver auto", level=1, cholesky_s=chol, rank=info["rank"],
+                 choice="cholesky", reason="the sketch says PCG cannot win")
+        return "cholesky", None, None
+    t = estimated_iterations(info["lam_min"], mu, tol)
     pcg = t * iteration_seconds(n, info["rank"], itemsize, rates)
     choice = "pcg" if pcg < chol else "cholesky"
     progress("solver auto", level=1, cholesky_s=chol, pcg_s=pcg, iterations=t,
