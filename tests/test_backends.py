@@ -218,3 +218,56 @@ def test_extreme_parameters_stay_finite(rng):
         K = k(big)
         assert np.all(np.isfinite(K))
         assert_allclose(np.diag(K), k.diag(big), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_numba_symmetric_path_equals_general_path(dtype, rng):
+    """k(X) (lower triangle, SYRK on the diagonal squares, mirrored) equals k(X, copy of
+    X) (plain GEMM, every entry), and the Gaussian equals its closed form, duplicates
+    and near-duplicates included, over many row blocks run largest first."""
+    X = rng.standard_normal((301, 40))
+    X[7] = X[3]  # duplicate
+    X[11] = X[5] + 1e-9  # near-duplicate: the cancellation fix-up
+    X = X.astype(dtype)
+    engine = get_backend("numba")
+    for kernel in (RBF(0.05), Matern(0.05, 1.5), Polynomial(0.02, 3, 1.0), Cosine(),
+                   NTK(depth=3), NNGP(depth=2, activation="erf", b_std=0.1)):
+        spec = _spec(kernel, X)
+        for wm in (0.05, 256):  # 0.05 MiB: ~20 blocks; 256: the default
+            with kernelkit.config_context(working_memory=wm):
+                sym = engine.pairwise(spec, X)
+                gen = engine.pairwise(spec, X, X.copy())
+            assert sym.dtype == dtype and np.array_equal(sym, sym.T)
+            assert_allclose(sym, gen, rtol=1e-12 if dtype == np.float64 else 1e-6,
+                            atol=1e-13 * np.abs(gen).max())
+    X64 = X.astype(np.float64)
+    exact = np.exp(-0.05 * ((X64[:, None, :] - X64[None, :, :]) ** 2).sum(axis=2))
+    with kernelkit.config_context(working_memory=0.05):
+        K = engine.pairwise(RBF(0.05).spec(40), X)
+    assert_allclose(K, exact, rtol=1e-12 if dtype == np.float64 else 1e-7, atol=0)
+    assert K[7, 3] == 1.0 and K[3, 7] == 1.0
+
+
+def test_numba_gemm_uses_syrk_only_for_rows_of_the_same_matrix(rng):
+    from kernelkit.backend._numba import _rows_of
+
+    C = rng.standard_normal((50, 6))
+    assert _rows_of(C[5:9], C) == 5 and _rows_of(C, C) == 0
+    assert _rows_of(C[5:9].copy(), C) == -1  # other memory
+    assert _rows_of(C[5:9], C[:7]) == -1  # past its end
+    assert _rows_of(C[5:9, :3], C) == -1 and _rows_of(C[::2][1:3], C) == -1  # other layout
+    engine = get_backend("numba")
+    for r0, r1 in ((0, 50), (0, 20), (20, 50), (10, 30)):
+        out = np.full((r1 - r0, 50), np.nan)
+        engine._gemm(C[r0:r1], C.T, out)  # rectangle left, SYRK square, rectangle right
+        assert_allclose(out, C[r0:r1] @ C.T.copy(), rtol=1e-13, atol=1e-13)
+        assert np.array_equal(out[:, r0:r1], out[:, r0:r1].T)
+
+
+def test_numba_blocks_cover_every_row_once():
+    engine = get_backend("numba")
+    seen = []
+    with kernelkit.config_context(working_memory=0.5):
+        engine._map_blocks(lambda r0, r1, buf: seen.append((r0, r1)), 2001, 3000, scratch=True)
+    rows = np.concatenate([np.arange(r0, r1) for r0, r1 in seen])
+    assert np.array_equal(np.sort(rows), np.arange(2001))
