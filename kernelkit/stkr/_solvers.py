@@ -232,17 +232,25 @@ def solve_inverse_laplacian_many(G, lam1, eta, problems, *, solver, tol, max_ite
         k += 1
         if solver == "cg":  # CG in the G inner product: one product per step
             p, Gp = st["p"], st["Gp"]
-            Tp = st["d"] * Gp + st["ridge"] * (p - c * Gp)  # T p given G p: no product
-            pTp = np.sum(Gp * Tp, axis=0)
+            # the updates in place, one scratch block: the same operations (to the bit)
+            # without a fresh N x columns temporary each
+            tmp = np.multiply(Gp, c)
+            Tp = np.subtract(p, tmp, out=tmp)
+            Tp *= st["ridge"]
+            Tp += st["d"] * Gp  # T p given G p: no product
+            buf = np.multiply(Gp, Tp)
+            pTp = np.sum(buf, axis=0)
             a = np.divide(st["rho"], pTp, out=np.zeros_like(pTp), where=pTp > 0)
             GTp = G(Tp)
-            st["theta"] += a * p
-            st["r"] -= a * Tp
-            st["Gr"] -= a * GTp
-            rho_new = np.sum(st["r"] * st["Gr"], axis=0)
+            st["theta"] += np.multiply(p, a, out=buf)
+            st["r"] -= np.multiply(Tp, a, out=buf)
+            st["Gr"] -= np.multiply(GTp, a, out=buf)
+            rho_new = np.sum(np.multiply(st["r"], st["Gr"], out=buf), axis=0)
             beta = np.divide(rho_new, st["rho"], out=np.zeros_like(pTp), where=st["rho"] > 0)
-            st["p"] = st["r"] + beta * p
-            st["Gp"] = st["Gr"] + beta * Gp
+            p *= beta
+            p += st["r"]
+            Gp *= beta
+            Gp += st["Gr"]
             st["rho"] = rho_new
             res = rho_new
         else:
