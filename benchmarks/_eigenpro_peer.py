@@ -20,6 +20,7 @@ at its automatic projection period (``T = p // batch``, the authors' default) an
 Fashion-MNIST, at a quarter of it (more frequent projections, cheap with ``k(Z, Z)``
 cached); and EigenPro 4 against EigenPro 3 with more centers than the kernel cache
 holds (``cache_size`` below ``p^2`` floats: neither ``k(X, Z)`` nor ``k(Z, Z)`` kept).
+At 10^6 points the authors' code runs on the first 10^5 and its epoch time is scaled by 10.
 """
 
 import contextlib
@@ -33,10 +34,14 @@ import numpy as np
 ROWS = ("fm_60k", "syn_100k", "syn_1m", "over_cache")
 # (dataset, n, centers, epochs[, cache MiB]); quick: small sizes
 FULL = {"fm_60k": ("fm", 60_000, 2000, 1), "syn_100k": ("syn", 100_000, 2000, 1),
-        "syn_1m": ("syn", 1_000_000, 2000, 1), "over_cache": ("syn", 100_000, 10_000, 1, 256)}
+        "syn_1m": ("syn", 1_000_000, 2000, 1), "over_cache": ("syn", 50_000, 5000, 1, 64)}
 QUICK = {"fm_60k": ("fm", 10_000, 1000, 1), "syn_100k": ("syn", 20_000, 1000, 1),
          "syn_1m": ("syn", 50_000, 1000, 1), "over_cache": ("syn", 20_000, 2000, 1, 8)}
 GAMMA = {"fm": 0.02, "syn": 1.0 / 20}
+# the authors' EigenPro 4 at 10^6 points would take over an hour here: it runs on the first
+# tenth of them and its epoch time is scaled by 10 (the work of an epoch is linear in n at
+# fixed centers, batch and period); its score is that of the smaller fit
+PEER_FRACTION = {"syn_1m": 10}
 S_DATA, Q_DATA, S_MODEL, Q_MODEL = 2000, 100, 2000, 100
 TARGET_SPEEDUP, TARGET_GAP = 2.0, 0.003
 
@@ -160,7 +165,11 @@ def case_e(name, quick, epoch_times, seed=0):
     X, y, Xt, yt = _data(kind, n, seed)
     gc.collect()
     if side == "authors":
-        out = _authors(kind, X, y, Xt, yt, p, epochs, seed)
+        f = PEER_FRACTION.get(row, 1)
+        out = _authors(kind, X[:n // f], y[:n // f], Xt, yt, p, epochs, seed)
+        if f > 1:
+            out["epoch_s_measured"], out["peer_n"] = out["epoch_s"], n // f
+            out["epoch_s"] = [t * f for t in out["epoch_s"]]
     else:
         batch = int(rest[0]) if rest and rest[0] != "auto" else "auto"
         period = int(rest[1]) if len(rest) > 1 else "auto"
@@ -192,7 +201,16 @@ def run_e(rows, quick, run_case):
                     auto = next(r for r in out if r["row"] == row and r["side"] == "ep4")
                     name += f":{max(1, auto['projection_period'] // 4)}"
             print(f"(e) {name}", flush=True)
-            out.append(run_case(name, quick))
+            n, p = (QUICK if quick else FULL)[row][1:3]
+            same = [r for r in out if side == r["side"] == "authors" and row in PEER_FRACTION
+                    and r["n_train"] == n // PEER_FRACTION[row] and r["n_centers"] == p]
+            if same:  # the same fit already ran (another row): its times, scaled
+                f = PEER_FRACTION[row]
+                out.append(dict(same[0], row=row, n_train=n, peer_n=n // f,
+                                epoch_s_measured=same[0]["epoch_s"],
+                                epoch_s=[t * f for t in same[0]["epoch_s"]]))
+            else:
+                out.append(run_case(name, quick))
             print(f"  {out[-1]}", flush=True)
             if side == "authors":
                 batch = out[-1]["batch_size"]
@@ -214,6 +232,8 @@ def render_e(rows, met_fmt):
              "ep4short": "kernelkit EigenPro 4, period / 4", "ep3": "kernelkit EigenPro 3"}
     for r in rows:
         per = ", ".join(f"{t:.1f}" for t in r["epoch_s"])
+        if "peer_n" in r:
+            per += f" (first {r['peer_n']:,} points, scaled)"
         lines.append(f"| {r['row']} | {names[r['side']]} | {r['n_train']:,} | "
                      f"{r['n_centers']:,} | {r['batch_size']} / {r['projection_period']} | "
                      f"{per} | {r['score']:.4f} |")
