@@ -133,7 +133,9 @@ def _authors(kind, X, y, Xt, yt, p, epochs, seed):
 
     return {"epoch_s": epoch_s, "fit_s": t_fit, "score": _score(kind, pred, yt),
             "batch_size": field("batch size (SGD)"),
-            "projection_period": field("projection interval"), "n_centers": p}
+            "projection_period": field("projection interval"), "n_centers": p,
+            "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+            "setup_s": marks["step0"] - t0}
 
 
 def _kernelkit(kind, X, y, Xt, yt, p, epochs, seed, alg, batch, period, cache, epoch_times):
