@@ -10,12 +10,21 @@ are loaded), after a 50-row warm-up fit that loads kernelkit's Numba kernels.
 
 Goals per cell: auto <= 1.1 x min(cholesky, pcg) and <= scikit-learn's time; test
 error of pcg and auto equal to Cholesky's within 0.001. At n = 20,000: pcg at least
-3x scikit-learn's speed in at least half of the cells.
+3x scikit-learn's speed in at least half of the cells. Each cell's verdicts are stored
+with it in the JSON file.
+
+From n = 10,000 on, scikit-learn is fitted once per (n, gamma), at the first alpha:
+its time is a dense Cholesky of the same size whatever alpha (the table marks the
+reused time), which saves six fits of a minute or more at n = 20,000.
 
 Usage::
 
-    python benchmarks/bench_auto.py            # full grid; writes results_auto.json and
-                                               # its section of RESULTS.md
+    python benchmarks/bench_auto.py            # full grid (about 30 min on 2 quiet cores);
+                                               # writes results_auto.json and its section
+                                               # of RESULTS.md
+    python benchmarks/bench_auto.py --sizes 2000,5000,10000   # the grid in parts (about
+    python benchmarks/bench_auto.py --sizes 20000             # 10 and 20 min): each run
+                                               # keeps the stored cells of other sizes
     python benchmarks/bench_auto.py --quick    # n in {1000, 2000}, fewer cells; prints only
 """
 
@@ -35,8 +44,8 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 from _common import (  # noqa: E402 (benchmarks/ is on sys.path)
-    MD_HEADER, fmt_met, git_state, load_fashion_mnist, machine_info, machine_line,
-    proc_status_kib, reset_peak, write_section)
+    fmt_met, git_state, load_fashion_mnist, machine_info, machine_line, proc_status_kib,
+    publish, reset_peak)
 
 HERE = Path(__file__).resolve().parent
 JSON_PATH = HERE / "results_auto.json"
@@ -48,6 +57,7 @@ FULL = {"n": (2000, 5000, 10_000, 20_000), "alpha": (1e-1, 1e-2, 1e-3, 1e-4),
 QUICK = {"n": (1000, 2000), "alpha": (1e-1, 1e-3), "gamma": (0.05,)}
 KINDS = ("cholesky", "pcg", "auto", "sklearn")
 SKLEARN_MAX_GIB = 0.8  # of physical memory for scikit-learn's K and its copy
+SKLEARN_ONCE_FROM = 10_000  # from this n on, one scikit-learn fit per (n, gamma)
 
 
 def case(spec):
@@ -97,8 +107,9 @@ def sklearn_fits(n, info):
     return 2 * 8 * n * n / 2**30 <= SKLEARN_MAX_GIB * mem
 
 
-def cells(cfg):
-    return [(n, g, a) for n in cfg["n"] for g in cfg["gamma"] for a in cfg["alpha"]]
+def cells(cfg, sizes=None):
+    return [(n, g, a) for n in cfg["n"] if sizes is None or n in sizes
+            for g in cfg["gamma"] for a in cfg["alpha"]]
 
 
 def goals(row):
@@ -128,6 +139,8 @@ def render(res):
          "|---|---|---|---|---|---|---|---|---|---|"]
 
     def cell(r, extra=""):
+        if r and r.get("reused"):
+            return f"{r['fit_s']:.2f} (same fit, alpha {r['reused']:g})"
         return "—" if not r else f"{r['fit_s']:.2f} ({r['error']:.4f}){extra}"
 
     big = []
@@ -140,43 +153,67 @@ def render(res):
                  f"{cell(p, it)} | {cell(a, choice)} | {cell(s)} | {f[0]} | {f[1]} | {f[2]} |")
         if row["n"] == 20_000 and p and s:
             big.append(s["fit_s"] / p["fit_s"] >= 3)
+    runs = sorted({r["run"] for r in res["cells"] if r.get("run")})
+    if len(runs) > 1:
+        L += ["", "Cells from runs (by size) started at " + ", ".join(runs) + "; the machine "
+              "line is the last run's."]
     if big:
         L += ["", f"n = 20,000: pcg >= 3x scikit-learn's speed in {sum(big)} of {len(big)} "
-              f"cells (goal: at least half): **{'met' if 2 * sum(big) >= len(big) else 'not met'}**."]
+              f"cells (goal: at least half): "
+              f"**{'met' if 2 * sum(big) >= len(big) else 'not met'}**."]
     return "\n".join(L) + "\n"
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes; write no files")
+    parser.add_argument("--sizes", "--parts", dest="sizes", default=None,
+                        help="comma-separated sizes n of the grid to run (default: all); "
+                             "the stored cells of the other sizes are kept")
     parser.add_argument("--_case", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args._case:
         print(json.dumps(case(json.loads(args._case)), default=float))
         return
     cfg = QUICK if args.quick else FULL
+    sizes = None if args.sizes is None else {int(v) for v in args.sizes.split(",")}
+    if sizes is not None and not sizes <= set(cfg["n"]):
+        parser.error(f"--sizes must be among {cfg['n']}, got {sorted(sizes)}")
     info = machine_info()
     res = {"timestamp": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
            "quick": args.quick, "config": cfg, "seed": SEED, "machine": info,
            "git": git_state(), "loadavg_before": list(os.getloadavg()), "cells": []}
-    for n, g, a in cells(cfg):
+    kept = []
+    if JSON_PATH.exists() and sizes is not None and not args.quick:  # the other parts
+        kept = [r for r in json.loads(JSON_PATH.read_text())["cells"] if r["n"] not in sizes]
+    for n, g, a in cells(cfg, sizes):
         print(f"n={n} gamma={g} alpha={a}", flush=True)
-        row = {"n": n, "gamma": g, "alpha": a}
+        row = {"n": n, "gamma": g, "alpha": a, "run": res["timestamp"]}
         for kind in KINDS:
             if kind == "sklearn" and not sklearn_fits(n, info):
                 continue
+            first = next((r for r in res["cells"] if r["n"] == n and r["gamma"] == g), None)
+            if kind == "sklearn" and n >= SKLEARN_ONCE_FROM and first and first.get(kind):
+                row[kind] = {**first[kind], "reused": first["alpha"]}
+                continue
             r = run({"kind": kind, "n": n, "gamma": g, "alpha": a})
             row[kind] = None if "failed" in r else r
+        row["goals"] = dict(zip(("auto_within_1.1x_best", "auto_le_sklearn", "errors_within_0.001"),
+                                goals(row)))
         res["cells"].append(row)
         if not args.quick:  # save as we go: the full grid takes a while
-            JSON_PATH.write_text(json.dumps(res, indent=2, default=float) + "\n")
+            save(res, kept)
     res["loadavg_after"] = list(os.getloadavg())
-    section = render(res)
-    print("\n" + section)
     if not args.quick:
-        JSON_PATH.write_text(json.dumps(res, indent=2, default=float) + "\n")
-        write_section(MD_PATH, SECTION, MD_HEADER, section)
-        print(f"wrote {JSON_PATH.name} and {MD_PATH.name}")
+        save(res, kept)
+    res["cells"] = sorted(kept + res["cells"], key=lambda r: (r["n"], r["gamma"], -r["alpha"]))
+    publish(render(res), args.quick, MD_PATH, SECTION, JSON_PATH)
+
+
+def save(res, kept):
+    out = {**res, "cells": sorted(kept + res["cells"],
+                                  key=lambda r: (r["n"], r["gamma"], -r["alpha"]))}
+    JSON_PATH.write_text(json.dumps(out, indent=2, default=float) + "\n")
 
 
 if __name__ == "__main__":

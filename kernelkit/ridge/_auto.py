@@ -52,7 +52,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..utils._threads import blas_limit, blas_threads_for, map_row_blocks
-from ._pcg import nystrom_sketch
+from ._pcg import _RANK_RATIO, nystrom_sketch
 
 POTRF_EFFICIENCY = 0.85  # OpenBLAS dpotrf / dgemm rate from n ~ 4,000 on (measured 0.89)
 AUTO_MIN_SAMPLES = 1024  # below: Cholesky costs less than the model's own probes
@@ -165,8 +165,9 @@ class Watch:
 
 
 class _Abandon:
-    """``stop(rank, lam_min, max_rank)`` of the sketch under ``"auto"``: True once even an optimistic
-    PCG (see the module notes) would cost more than Cholesky's ``chol`` seconds."""
+    """``stop(rank, lam_min, max_rank)`` of the sketch under ``"auto"``: True once even
+    an optimistic PCG (see the module notes) would cost more than Cholesky's ``chol``
+    seconds."""
 
     def __init__(self, n, mu, tol, chol, rates):
         self.n, self.mu, self.tol = n, mu, tol
@@ -179,7 +180,7 @@ class _Abandon:
         p = 1.0  # decay exponent of lam_min in the rank; one check: assume 1/k
         if self.last is not None and self.last[1] > lam > 0:
             p = math.log(self.last[1] / lam) / math.log(k / self.last[0])
-        target = _RANK_RATIO_MU * self.mu
+        target = _RANK_RATIO * self.mu  # the sketch's rank rule
         r = max_rank
         if lam > 0 and p > 0:  # where the rank rule would stop, at the latest the cap
             r = min(r, max(k, k * (lam / target) ** (1.0 / p)))
@@ -191,9 +192,6 @@ class _Abandon:
         pcg = self.forecast(k, lam, max_rank)
         self.last = (k, lam)
         return pcg > self.chol
-
-
-_RANK_RATIO_MU = 10.0  # the rank rule of the sketch: grow while lam_min > 10 alpha
 
 
 def choose(product, alpha, tol, n_targets, rng, progress, fits):
