@@ -191,8 +191,9 @@ def nn_affine(K, D, T, C, sx, sy, layer, w2, b2, relu):
 
 
 @nb.njit(nogil=True, cache=True)
-def nn_activate(K, D, T, TH, sx, sy, layer, relu):
-    """Activation of layer ``layer`` given ``TH`` = arccos (relu) or arcsin (erf) of ``C``.
+def nn_activate(K, D, T, C, TH, sx, sy, layer, relu):
+    """Activation of layer ``layer`` given ``TH`` = arccos (relu) or arcsin (erf) of ``C``
+    (``C`` kept: relu reads its cosine there instead of dividing again).
 
     Relu pairs whose defect is below ``NEAR_PARALLEL * p`` take their angle from the
     defect instead (``relu_layer`` in :mod:`._array`).
@@ -222,7 +223,7 @@ def nn_activate(K, D, T, TH, sx, sy, layer, relu):
                                                                            - t2 / 45360.0)))
                 else:
                     th = TH[i, j]
-                    c = min(1.0, max(-1.0, k / p))
+                    c = C[i, j]  # min(1, max(-1, k / p)) from nn_affine
                     sn = math.sqrt(1.0 - c * c)
                     omc = 1.0 - c
                     smtc = sn - th * c
@@ -327,7 +328,7 @@ _CACHE_BLOCK_BYTES = 32 * 2**20  # rows per block: a longer GEMM, its pass still
 # at 32 MiB, 4.7 s at 128 MiB; 20,000 x 64 features 2.5 s -> 1.4 s)
 _MIN_BLOCKS_PER_WORKER = 4  # granularity: the triangle's blocks differ in size
 _MIN_ROWS = 128  # below this a block's GEMM loses efficiency
-_NN_CHUNK_BYTES = 2**19  # rows of one NTK stage buffer (four of them per worker)
+_NN_CHUNK_BYTES = 2**19  # rows of one NTK stage buffer (five of them per worker)
 
 
 class NumbaBackend(NumpyBackend):
@@ -355,17 +356,17 @@ class NumbaBackend(NumpyBackend):
         trig = np.arccos if relu else np.arcsin
         n, m = block.shape
         rows = max(1, _NN_CHUNK_BYTES // (8 * m))
-        buf = np.empty((4, min(rows, n), m))
+        buf = np.empty((5, min(rows, n), m))
         for a in range(0, n, rows):
             b = min(n, a + rows)
             cols = min(m, self_offset + b) if tri else m
-            K, D, T, C = (buf[q, : b - a, :cols] for q in range(4))
+            K, D, T, C, TH = (buf[q, : b - a, :cols] for q in range(5))
             nn_start(block[a:b, :cols], K, D, T, sx[a:b], sy[:cols], inv_d, relu,
                      self_offset + a if self_offset >= 0 else -1, Xb[a:b], Yb[:cols])
             for layer in range(1, depth + 1):
                 nn_affine(K, D, T, C, sx[a:b], sy[:cols], layer, w2, b2, relu)
-                trig(C, out=C)
-                nn_activate(K, D, T, C, sx[a:b], sy[:cols], layer, relu)
+                trig(C, out=TH)
+                nn_activate(K, D, T, C, TH, sx[a:b], sy[:cols], layer, relu)
             nn_finish(K, T, dst[a:b, :cols], w2, b2, want_ntk)
 
     def _laplacian(self, Xb, Yb, gamma, block, self_offset, tri):
