@@ -178,7 +178,7 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
     wnorm = np.sqrt(float(np.sum(loss.w)))  # fitted values of order 1 per row
     # the per-class preconditioner (multinomial only): k factorizations per Newton step
     # instead of one, worth it once CG passes cost more than that (switch_at iterations)
-    per_class = not loss.binary and k * pre.m ** 2 * pre.F.itemsize <= _CLASS_PRE_BYTES
+    per_class = not loss.binary and k * pre.m ** 2 * (4 if normal.mixed else 8) <= _CLASS_PRE_BYTES
     switch_at = max(_CLASS_MIN_CG, pre.m ** 2 / (6.0 * n))
     cls = None
     steps, curve, change = 0, [], (np.inf if B0 is None else tol)
@@ -231,7 +231,7 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
                      step_size=t, relative_change=change, objective=J,
                      preconditioner="per class" if P_ is cls else "shared")
             if per_class and cls is None and it >= switch_at:
-                cls = _ClassPreconditioner(pre, k)
+                cls = _ClassPreconditioner(pre, k, np.float32 if normal.mixed else np.float64)
             if change <= (tol if final else _LEVEL_TOL) or t == 0:
                 break
         if final:
