@@ -398,9 +398,9 @@ def bench_nt(n, repeats, python):
         print("  " + out["skipped"])
         return out
     ver = subprocess.run([python, "-c", "import neural_tangents as nt, jax; "
-                          "print(nt.__version__, jax.__version__)"],
+                          "print(f'neural-tangents {nt.__version__}, JAX {jax.__version__}')"],
                          capture_output=True, text=True)
-    out["versions"] = ver.stdout.strip()
+    out["versions"] = ver.stdout.strip().splitlines()[-1] if ver.stdout.strip() else "?"
     for depth in NT_DEPTHS:
         with tempfile.TemporaryDirectory() as tmp, kernelkit.config_context(backend="numba"):
             worker = NTWorker(python, X, depth, tmp)
@@ -449,8 +449,8 @@ def render_grid(g, nt):
                      f"{t['gemm']['median_s']:.4f} | {c['gemm_share']:.0%} | "
                      f"{c['ceiling']:.2f}x | >= {GAUSS_SPEEDUP:g}x | {fmt_met(c['met'])} |")
     if nt and nt.get("rows"):
-        L += ["", f"NTK against neural-tangents ({nt.get('versions', '')}; neural-tangents, "
-              "JAX), its `stax` network (Dense, Relu) x depth + Dense, NTK parameterization, "
+        L += ["", f"NTK against neural-tangents ({nt.get('versions', '')}, CPU): its `stax` "
+              "network (Dense, Relu) x depth + Dense, NTK parameterization, "
               f"no bias, jitted `kernel_fn(X, None, 'ntk')`; n = {nt['n']:,}, d = {nt['d']}, "
               "float64; the two called alternately (neural-tangents in its own interpreter, "
               f"compiled first), median of {nt['rows'][0]['timings']['kernelkit']['repeats']}.",
