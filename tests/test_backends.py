@@ -285,3 +285,24 @@ def test_numba_direct_path_over_many_blocks_matches_reference(rng):
                     assert_allclose(got, REFERENCE.pairwise(spec, *args), rtol=1e-12, atol=0)
                     if args[1] is None:
                         assert np.array_equal(got, got.T)
+
+
+@pytest.mark.parametrize("degree", [1, 2, 3, 5, 16, 17, 2.5])
+def test_numba_polynomial_integer_powers_match_closed_form(degree, rng):
+    """Integer degrees up to 16 take repeated products, the others ``pow``: both equal
+    ``(gamma x.y + coef0) ** degree`` to a few ulps, in float64 and float32 output."""
+    X, Y = rng.random((97, 6)), rng.random((41, 6))
+    engine = get_backend("numba")
+    spec = Polynomial(0.3, degree, 0.5).spec(6)
+    for A, B in ((X, Y), (X, None)):
+        exact = (0.3 * (A @ (A if B is None else B).T) + 0.5) ** degree
+        with kernelkit.config_context(working_memory=0.01):
+            got = engine.pairwise(spec, A, B)
+            got32 = engine.pairwise(spec, A.astype(np.float32),
+                                    None if B is None else B.astype(np.float32))
+        assert_allclose(got, exact, rtol=4e-15 * max(degree, 1), atol=0)
+        exact32 = (0.3 * (A.astype(np.float32).astype(np.float64)
+                          @ (A if B is None else B).astype(np.float32).astype(np.float64).T)
+                   + 0.5) ** degree
+        assert got32.dtype == np.float32
+        assert_allclose(got32, exact32, rtol=2e-7, atol=0)

@@ -125,6 +125,32 @@ def dot_inplace(code, block, dst, sx, sy, gamma, degree, coef0, self_offset, tri
                 dst[i, j] = min(1.0, max(-1.0, c))
 
 
+@nb.njit(nogil=True, cache=True)
+def poly_int_inplace(block, dst, gamma, coef0, power, self_offset, tri):
+    """Gram block -> ``(gamma x.y + coef0) ** power`` in ``dst`` for an integer ``power``.
+
+    Repeated products over a row instead of a ``pow`` call per entry: each pass is a
+    plain loop that vectorises (``power - 1`` roundings, within a few ulps of ``pow``).
+    """
+    n, m = block.shape
+    base = np.empty(m)
+    acc = np.empty(m)
+    for i in range(n):
+        end = _row_end(i, m, self_offset, tri)
+        for j in range(end):
+            t = gamma * block[i, j] + coef0
+            base[j] = t
+            acc[j] = t
+        for _ in range(power - 1):
+            for j in range(end):
+                acc[j] *= base[j]
+        for j in range(end):
+            dst[i, j] = acc[j]
+
+
+_MAX_INT_POWER = 16  # integer polynomial degrees up to this: repeated products
+
+
 # The NTK/NNGP recursion runs in stages over small row chunks of a block (kept in
 # cache): compiled passes for the arithmetic, NumPy's SIMD arccos/arcsin between
 # them (several times faster than a scalar libm call per entry).
@@ -344,6 +370,10 @@ class NumbaBackend(NumpyBackend):
         stationary_inplace(code, block, dst, sx, sy, float(gamma), self_offset, tri, Xb, Yb)
 
     def _dot(self, code, block, dst, sx, sy, gamma, degree, coef0, self_offset, tri):
+        if code == 1 and float(degree).is_integer() and 1 <= degree <= _MAX_INT_POWER:
+            poly_int_inplace(block, dst, float(gamma), float(coef0), int(degree), self_offset,
+                             tri)
+            return
         dummy = np.empty(0)
         dot_inplace(code, block, dst, dummy if sx is None else sx, dummy if sy is None else sy,
                     float(gamma), float(degree), float(coef0), self_offset, tri)
