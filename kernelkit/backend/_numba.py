@@ -50,22 +50,43 @@ def stationary_inplace(code, block, dst, sx, sy, gamma, self_offset, tri, X, Y):
     """Gram block -> Gaussian / Matérn kernel block, in place.
 
     Near-duplicate pairs, where ``|x|^2 + |y|^2 - 2 x.y`` cancels, get their squared
-    distance recomputed from the coordinates ``X``, ``Y``.
+    distance recomputed from the coordinates ``X``, ``Y``. The distances come from
+    :func:`_row_sqdist` (a vectorised pass), then the kernel values.
     """
     n, m = block.shape
-    d = X.shape[1]
     for i in range(n):
-        xi = sx[i]
-        me = self_offset + i if self_offset >= 0 else -1
-        for j in range(_row_end(i, m, self_offset, tri)):
-            d2 = xi + sy[j] - 2.0 * block[i, j]
-            if d2 <= CANCELLATION * (xi + sy[j]):
-                d2 = 0.0
+        end = _row_end(i, m, self_offset, tri)
+        _row_sqdist(block, sx, sy, self_offset, i, end, X, Y)
+        for j in range(end):
+            dst[i, j] = _stationary_value(code, block[i, j], gamma)
+
+
+@nb.njit(inline="always", cache=True)
+def _row_sqdist(block, sx, sy, self_offset, i, end, X, Y):
+    """Row ``i`` of a Gram block -> squared distances ``||x_i - y_j||^2``, ``j < end``.
+
+    A branch-free pass (it vectorises) writes ``|x|^2 + |y|^2 - 2 x.y`` and counts the
+    pairs where that cancels; only then a second look recomputes those from the
+    coordinates. The self-pair (``self_offset`` >= 0) gets exactly 0.
+    """
+    xi = sx[i]
+    row = block[i]
+    nbad = 0
+    for j in range(end):
+        s = xi + sy[j]
+        d2 = s - 2.0 * row[j]
+        nbad += d2 <= CANCELLATION * s
+        row[j] = d2
+    if nbad:
+        d = X.shape[1]
+        for j in range(end):
+            if row[j] <= CANCELLATION * (xi + sy[j]):
+                acc = 0.0
                 for k in range(d):
-                    d2 += (X[i, k] - Y[j, k]) ** 2
-            if j == me:
-                d2 = 0.0
-            dst[i, j] = _stationary_value(code, d2, gamma)
+                    acc += (X[i, k] - Y[j, k]) ** 2
+                row[j] = acc
+    if self_offset >= 0 and self_offset + i < end:
+        row[self_offset + i] = 0.0
 
 
 @nb.njit(nogil=True, cache=True)
@@ -73,32 +94,14 @@ def sqdist_inplace(block, sx, sy, scale, self_offset, tri, X, Y):
     """Gram block -> ``scale * ||x - y||^2`` in place (zero where ``tri`` skips).
 
     The Gaussian then needs only ``np.exp`` over the block: NumPy's SIMD exp is
-    several times faster than a scalar exp in a compiled loop. Per row, a
-    branch-free pass (it vectorises) writes ``|x|^2 + |y|^2 - 2 x.y`` and counts
-    the pairs where that cancels; only rows with such pairs get a second look,
-    recomputing those from the coordinates; a last pass scales.
+    several times faster than a scalar exp in a compiled loop. Distances from
+    :func:`_row_sqdist`, then a scaling pass.
     """
     n, m = block.shape
-    d = X.shape[1]
     for i in range(n):
-        xi = sx[i]
-        row = block[i]
         end = _row_end(i, m, self_offset, tri)
-        nbad = 0
-        for j in range(end):
-            s = xi + sy[j]
-            d2 = s - 2.0 * row[j]
-            nbad += d2 <= CANCELLATION * s
-            row[j] = d2
-        if nbad:
-            for j in range(end):
-                if row[j] <= CANCELLATION * (xi + sy[j]):
-                    acc = 0.0
-                    for k in range(d):
-                        acc += (X[i, k] - Y[j, k]) ** 2
-                    row[j] = acc
-        if self_offset >= 0 and self_offset + i < end:
-            row[self_offset + i] = 0.0
+        _row_sqdist(block, sx, sy, self_offset, i, end, X, Y)
+        row = block[i]
         for j in range(end):
             row[j] *= scale
         for j in range(end, m):
