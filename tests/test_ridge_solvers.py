@@ -249,7 +249,7 @@ def test_abandoned_sketch_is_cholesky(monkeypatch):
     it_s = _auto.iteration_seconds(5000, 625, 4, rates)
 
     def pcg(lam_final):  # the forecast without the sketch's own (microseconds) time
-        return _auto.estimated_iterations(lam_final, 1e-4, 1e-4) * it_s
+        return _auto.estimated_iterations(lam_final, 1e-4, 1e-4) / 1.62 * it_s
 
     # one check (rank 128, lam_min 1 >> 10 alpha): decay assumed 1 / rank, to the cap 625
     f = _auto._Abandon(5000, 1e-4, 1e-4, 1.0, rates).forecast(128, 1.0, 625)
@@ -262,7 +262,7 @@ def test_abandoned_sketch_is_cholesky(monkeypatch):
     assert pcg(0.25 * (256 / 625) ** 2) <= f < pcg(0.25 * (256 / 625) ** 2) + 0.05
     # a fast decay reaching 10 alpha before the cap: the rank stops there, lam >= 5 alpha
     f = ab.forecast(256, 2e-3, 625)
-    lo = (_auto.estimated_iterations(1e-3, 1e-4, 1e-4)
+    lo = (_auto.estimated_iterations(1e-3, 1e-4, 1e-4) / 1.62
           * _auto.iteration_seconds(5000, 256, 4, rates))
     assert lo <= f < pcg(5e-4)
     X, y = _data(1500)

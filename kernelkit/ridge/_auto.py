@@ -29,7 +29,8 @@ for PCG, from the same float64 arithmetic), so that cost cancels; what is weighe
 The sketch is abandoned as soon as PCG cannot win: at each rank check where the rank
 would still grow, the smallest Nyström eigenvalue's decay over the last doubling is
 extrapolated to the final rank (optimistically: rank-linear sketch cost, float32
-products, ``kappa`` at least 1 + 2 x 5) and when even that PCG (sketch time so far
+products, ``kappa`` at least 1 + 2 x 5, iterations divided by the fit's largest
+overestimate, 1.62) and when even that PCG (sketch time so far
 included) costs more than Cholesky, Cholesky is chosen without finishing the sketch.
 
 The two rates (``dgemm`` flops per second, seconds per float32 entry of a product with
@@ -62,6 +63,7 @@ _CHOL_PASSES = 4         # streaming passes over n^2 float64 of the Cholesky pat
 _ITER_OVERHEAD_S = 3e-4  # CG bookkeeping and thread dispatch per iteration
 _ITER_COEF, _ITER_EXP = 3.7, 0.09  # t = 3.7 kappa^0.09 ln(2 / tol): see the module notes
 _MIN_ITER_COEF = 2.0     # the floor's fewest iterations, 2 ln(2 / tol): below every count seen
+_FIT_SPREAD = 1.62       # the fit's largest overestimate: the sketch's optimistic forecast
 _WATCH_FROM = 10         # CG steps before the observed rate is trusted
 _BAIL_MARGIN = 1.5       # PCG's predicted remaining time over Cholesky's, to switch
 _PLATEAU = 0.5           # above this relative residual the rate is not yet trusted ...
@@ -189,7 +191,7 @@ class _Abandon:
         if lam > 0 and p > 0:  # where the rank rule would stop, at the latest the cap
             r = min(r, max(k, k * (lam / target) ** (1.0 / p)))
         lam_r = max(lam * (k / r) ** p if lam > 0 else 0.0, 0.5 * target)
-        t = estimated_iterations(lam_r, self.mu, self.tol)
+        t = estimated_iterations(lam_r, self.mu, self.tol) / _FIT_SPREAD
         return spent * r / k + t * iteration_seconds(self.n, r, 4, self.rates)
 
     def __call__(self, k, lam, max_rank):
