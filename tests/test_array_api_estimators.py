@@ -37,7 +37,8 @@ from sklearn.utils.estimator_checks import (
 )
 
 import kernelkit
-from kernelkit import KernelRidge, KernelRidgeClassifier
+from kernelkit import (FalkonClassifier, KernelRidge, KernelRidgeClassifier, KernelRidgeClassifierCV,
+                       RandomFeaturesClassifier)
 from kernelkit.backend import available_backends, resolve_backend
 from kernelkit.utils import _array_api as aa
 
@@ -377,3 +378,18 @@ def test_mixin_on_a_model_without_fitted_arrays():
         assert out.dtype == xps.float32
         assert_allclose(_host(out), X.sum(axis=1))
         assert type(m.predict(X)) is np.ndarray
+
+
+@pytest.mark.parametrize("Est", [KernelRidgeClassifier, FalkonClassifier, RandomFeaturesClassifier,
+                                 KernelRidgeClassifierCV])
+def test_wrapped_probabilities_keep_hasattr_protocol(Est):
+    """The wrapper keeps available_if: without calibration the model has no predict_proba
+    (hasattr False, as scikit-learn's meta-estimators expect); with it, hasattr is True."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 3))
+    y = (X[:, 0] > 0).astype(int)
+    off = Est(calibration=None).fit(X, y)
+    assert not hasattr(off, "predict_proba") and not hasattr(off, "predict_log_proba")
+    on = Est().fit(X, y)
+    assert hasattr(on, "predict_proba")
+    np.testing.assert_allclose(on.predict_proba(X).sum(axis=1), 1.0)

@@ -21,8 +21,10 @@ array-api-strict, ...) is a "device" array of that namespace.
 
 import contextvars
 import functools
+import inspect
 
 import numpy as np
+from sklearn.utils._available_if import _AvailableIfDescriptor
 
 from ..backend import is_cupy_array
 
@@ -537,8 +539,12 @@ class ArrayAPIMixin(HostPickleMixin):
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         for name, kind in FOLLOWED_METHODS.items():
-            method = getattr(cls, name, None)
-            if callable(method) and not getattr(method, "_kernelkit_follows", False):
+            method = inspect.getattr_static(cls, name, None)
+            if isinstance(method, _AvailableIfDescriptor):  # keep hasattr's answer
+                if not getattr(method.fn, "_kernelkit_follows", False):
+                    setattr(cls, name, _AvailableIfDescriptor(
+                        _follow(name, method.fn, kind), method.check, method.attribute_name))
+            elif callable(method) and not getattr(method, "_kernelkit_follows", False):
                 setattr(cls, name, _follow(name, method, kind))
 
     def __sklearn_tags__(self):
