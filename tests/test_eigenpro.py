@@ -494,7 +494,11 @@ def test_ep4_reaches_the_dense_center_solution(ridge_data):
     sgd = EigenProRegressor(n_centers=Z, gamma=0.1, alpha=1.0, max_iter=20, tol=None,
                             dtype="float64", random_state=0).fit(X, Y)
     assert sgd.algorithm_ == "ep4"  # the default for centers other than the data
-    assert sgd.projection_period_ == max(1, 100 // sgd.batch_size_)
+    # k(Z, Z) is held in the cache: half the authors' period; without a cache, theirs
+    assert sgd.projection_period_ == max(1, 100 // sgd.batch_size_ // 2)
+    uncached = EigenProRegressor(n_centers=Z, gamma=0.1, alpha=1.0, max_iter=1, tol=None,
+                                 dtype="float64", random_state=0, cache_size=0).fit(X, Y)
+    assert uncached.projection_period_ == max(1, 100 // uncached.batch_size_)
     assert np.mean((sgd.predict(X) - Y) ** 2) < 1.15 * opt
 
 
@@ -514,8 +518,10 @@ def test_ep4_with_period_one_is_ep3(ridge_data, alpha):
     assert not np.allclose(ep4b.dual_coef_, ep3.dual_coef_)
 
 
+# EigenPro 4 at a set period: the automatic one is shorter when k(Z, Z) is cached
 @pytest.mark.parametrize("kw", [{}, {"n_centers": 200, "algorithm": "ep3"},
-                                {"n_centers": 200}, {"n_centers": 200, "alpha": 1.0}])
+                                {"n_centers": 200, "projection_period": 3},
+                                {"n_centers": 200, "alpha": 1.0, "projection_period": 3}])
 def test_cached_kernel_gives_the_recomputed_iterates(ridge_data, kw):
     X, Y, _ = ridge_data
     common = dict(max_iter=2, tol=None, dtype="float64", random_state=0, **kw)
@@ -663,4 +669,17 @@ def test_divergence_message_with_automatic_eta_never_says_pass_a_smaller_eta():
     assert "smaller eta" not in msg and "subsample_size" in msg
     P.user_eta = True
     assert "pass a smaller eta" in _divergence_message(ArithmeticError("x"), P)
+
+
+def test_auto_projection_period_halves_when_the_centers_kernel_is_held():
+    from kernelkit.eigenpro._solver import auto_period
+
+    MiB = 2**20
+    # 20,000 points, 4,000 centers, float32: k(X, Z) 305 MiB, k(Z, Z) 61 MiB
+    assert auto_period(4000, 436, 20_000, 4, 4096 * MiB) == 4  # both held
+    assert auto_period(4000, 436, 20_000, 4, 100 * MiB) == 4  # k(Z, Z) only
+    assert auto_period(4000, 436, 20_000, 4, 32 * MiB) == 9  # neither
+    assert auto_period(4000, 436, 20_000, 4, 330 * MiB) == 9  # k(X, Z) leaves too little
+    assert auto_period(4000, 436, 20_000, 8, 200 * MiB) == 4  # float64: k(Z, Z) 122 MiB
+    assert auto_period(100, 80, 1000, 8, 4096 * MiB) == 1
 

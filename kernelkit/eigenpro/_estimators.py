@@ -374,13 +374,6 @@ class _BaseEigenPro(ArrayAPIMixin, BaseEstimator):
                 eta_scale=_ep.PROJECTION_ETA_SCALE, check=check_blocks(Z, s))
 
         progress.done("preconditioner", q=P.q, batch=P.batch_size, eta=P.eta)
-        period = None
-        if algorithm == "ep4":
-            # the authors' default: the auxiliary centers grow to as many points as the
-            # model has centers before each projection, T = p // m
-            period = params["projection_period"] or max(1, p // P.batch_size)
-        elif algorithm == "ep3":
-            period = 1
         cache = params["cache_size"]
         cache = min(CACHE_MAX_MIB * 2**20, 0.5 * _available_bytes()) if cache is None \
             else cache * 2**20
@@ -388,6 +381,12 @@ class _BaseEigenPro(ArrayAPIMixin, BaseEstimator):
         # the setup's random stream is that of earlier versions)
         mon = np.sort(rng.choice(n, min(n, MONITOR_SIZE), replace=False))
         op, owned_client = self._operator(evaluator, Z_dev, dtype)
+        period = None
+        if algorithm == "ep4":
+            period = params["projection_period"] or _ep.auto_period(p, P.batch_size, n,
+                                                                     dtype.itemsize, cache)
+        elif algorithm == "ep3":
+            period = 1
         if n * p * dtype.itemsize <= cache:  # cache_rows will hold them
             progress(f"evaluating the {n} x {p} kernel rows to hold them ("
                      f"{n * p * dtype.itemsize / 2**20:.0f} MiB, ~{flops(2 * n * p * X.shape[1])})")
