@@ -5,7 +5,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize
-from sklearn.metrics import log_loss
 
 from kernelkit.utils._calibration import (
     class_scores,
@@ -21,15 +20,29 @@ def _noisy_scores(rng, n, k):
     return S, y
 
 
+def _platt_reference(y, k, w=None):
+    """Platt's targets row by row: (N_c + 1) / (N_c + 2) on the row's class c (N_c its
+    weighted count), the rest shared by the other classes."""
+    w = np.ones(len(y)) if w is None else w
+    T = np.empty((len(y), k))
+    for i, c in enumerate(y):
+        n_c = np.sum(w[y == c])
+        T[i] = (1 - (n_c + 1) / (n_c + 2)) / (k - 1)
+        T[i, c] = (n_c + 1) / (n_c + 2)
+    return T
+
+
 @pytest.mark.parametrize("k", [3, 10])
 def test_temperature_is_the_log_loss_minimiser(k):
     rng = np.random.default_rng(k)
     S, y = _noisy_scores(rng, 400, k)
     beta = fit_temperature(S, y)
 
-    def direct(b):  # an independent log-loss: scikit-learn's, on an explicit softmax
+    T = _platt_reference(y, k)
+
+    def direct(b):  # an independent cross-entropy against Platt's targets
         Z = np.exp(b[0] * S - (b[0] * S).max(axis=1, keepdims=True))
-        return log_loss(y, Z / Z.sum(axis=1, keepdims=True), labels=np.arange(k))
+        return -np.mean(np.sum(T * np.log(Z / Z.sum(axis=1, keepdims=True)), axis=1))
 
     ref = minimize(direct, x0=[1.0], method="Nelder-Mead",
                    options={"xatol": 1e-10, "fatol": 1e-14}).x[0]
@@ -51,8 +64,11 @@ def test_two_classes_is_platt_without_intercept():
     beta = fit_temperature(d, y)
     p = np.exp(predict_log_proba_from(d, beta))
     np.testing.assert_allclose(p[:, 1], 1 / (1 + np.exp(-beta * d)), rtol=1e-12)
-    # the same minimiser as a logistic fit of y on d with no intercept
-    nll = lambda b: np.sum(np.logaddexp(0, -(2 * y - 1) * b[0] * d))  # noqa: E731
+    # Platt's fit without an intercept: targets (N+ + 1) / (N+ + 2) and 1 / (N- + 2)
+    n1, n0 = np.sum(y == 1), np.sum(y == 0)
+    t = np.where(y == 1, (n1 + 1) / (n1 + 2), 1 / (n0 + 2))
+    nll = lambda b: np.sum(t * np.logaddexp(0, -b[0] * d)  # noqa: E731
+                           + (1 - t) * np.logaddexp(0, b[0] * d))
     ref = minimize(nll, x0=[1.0], method="Nelder-Mead", options={"xatol": 1e-10}).x[0]
     assert beta == pytest.approx(ref, rel=1e-5)
 
@@ -79,3 +95,19 @@ def test_argmax_is_preserved(k, n, beta, seed):
     np.testing.assert_allclose(p.sum(axis=1), 1.0, rtol=1e-12)
     assert np.all((p >= 0) & (p <= 1))
     np.testing.assert_array_equal(p.argmax(axis=1), S.argmax(axis=1))
+
+
+def test_separated_scores_keep_a_finite_temperature():
+    """Perfectly separated calibration rows: the unsmoothed log-loss falls without bound
+    in beta; Platt's targets give the finite minimiser, where the mean probability of the
+    true class is about the target (stationarity of the cross-entropy)."""
+    d = np.r_[np.linspace(0.5, 2.0, 20), -np.linspace(0.5, 2.0, 30)]
+    y = np.r_[np.ones(20, int), np.zeros(30, int)]
+    beta = fit_temperature(d, y)
+    assert 1.0 < beta < 100.0
+    p = np.exp(predict_log_proba_from(d, beta))[np.arange(50), y]
+    assert np.all(p < 1 - 1e-4)
+    # first-order condition of Platt's objective at beta: sum (t - sigmoid(beta d)) d = 0
+    t = np.where(y == 1, 21 / 22, 1 / 32)
+    g = np.sum((t - 1 / (1 + np.exp(-beta * d))) * d)
+    assert abs(g) < 1e-6

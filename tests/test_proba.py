@@ -24,6 +24,8 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold, train_test_sp
 from sklearn.semi_supervised import SelfTrainingClassifier
 from sklearn.utils.class_weight import compute_sample_weight
 
+from test_calibration import _platt_reference  # tests/ is on sys.path (rootdir)
+
 from kernelkit.eigenpro import EigenProClassifier
 from kernelkit.online import KONSClassifier
 from kernelkit.random_features import RandomFeaturesClassifier, RandomFourierFeatures
@@ -45,12 +47,14 @@ def _data(seed=0, n=120, k=3):
 
 
 def _direct_temperature(d, y):
-    """An independent minimiser: scikit-learn's log-loss of an explicit softmax."""
+    """An independent minimiser: the cross-entropy of an explicit softmax against Platt's
+    targets."""
     S = np.column_stack([-d / 2, d / 2]) if d.ndim == 1 else d
+    T = _platt_reference(np.asarray(y), S.shape[1])
 
     def loss(t):
         Z = np.exp(np.exp(t) * S - (np.exp(t) * S).max(1, keepdims=True))
-        return log_loss(y, Z / Z.sum(1, keepdims=True), labels=np.arange(S.shape[1]))
+        return -np.mean(np.sum(T * np.log(Z / Z.sum(1, keepdims=True)), axis=1))
 
     return float(np.exp(minimize_scalar(loss, bounds=(-15, 15), method="bounded",
                                         options={"xatol": 1e-10}).x))

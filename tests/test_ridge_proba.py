@@ -18,6 +18,8 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.semi_supervised import SelfTrainingClassifier
 from sklearn.utils.class_weight import compute_sample_weight
 
+from test_calibration import _platt_reference  # tests/ is on sys.path (rootdir)
+
 from kernelkit import KernelRidge, KernelRidgeClassifier, NTKRidgeClassifier
 from kernelkit.ridge import FalkonClassifier, FalkonRegressor
 
@@ -37,12 +39,14 @@ def _pm1(y, classes):
 
 
 def _direct_temperature(dec, y_idx, w):
-    """argmin_beta of the weighted log-loss of softmax(beta * scores), by scipy directly."""
+    """argmin_beta of the weighted log-loss of softmax(beta * scores) against Platt's
+    targets, by scipy directly."""
     S = np.column_stack([-dec / 2, dec / 2]) if dec.ndim == 1 else dec
+    T = _platt_reference(y_idx, S.shape[1], w)
     w = w / w.sum()
 
     def loss(t):
-        return -np.dot(w, log_softmax(np.exp(t) * S, axis=1)[np.arange(len(S)), y_idx])
+        return -np.dot(w, np.sum(T * log_softmax(np.exp(t) * S, axis=1), axis=1))
 
     res = minimize_scalar(loss, bounds=(-20, 20), method="bounded",
                           options={"xatol": 1e-12})
