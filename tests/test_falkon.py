@@ -270,3 +270,24 @@ def test_warm_start_at_the_solution_takes_no_step(tol):
     normal.close()
     assert it == 0
     np.testing.assert_allclose(again, coef, rtol=1e-14, atol=0)
+
+
+def test_classifier_default_tol_follows_the_loss():
+    """tol=None is 1e-3 for the squared loss and 1e-5 for the logistic loss: the same fit
+    as passing those values; the regressor has no None default."""
+    from kernelkit import FalkonClassifier, FalkonRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 4))
+    y = (X[:, 0] + 0.3 * rng.standard_normal(300) > 0).astype(int)
+    for loss, tol in (("squared", 1e-3), ("logistic", 1e-5)):
+        kw = dict(loss=loss, n_centers=60, random_state=0, calibration=None)
+        a = FalkonClassifier(**kw).fit(X, y)
+        b = FalkonClassifier(tol=tol, **kw).fit(X, y)
+        np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
+        assert a.n_iter_ == b.n_iter_
+    tight = FalkonClassifier(tol=1e-5, n_centers=60, random_state=0, calibration=None).fit(X, y)
+    assert FalkonClassifier(n_centers=60, random_state=0, calibration=None).fit(X, y).n_iter_ \
+        <= tight.n_iter_
+    with pytest.raises(ValueError, match="tol must be a finite number > 0"):
+        FalkonRegressor(tol=None).fit(X, y)
