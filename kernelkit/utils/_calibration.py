@@ -99,7 +99,30 @@ def fit_temperature(decision, y_idx, sample_weight=None):
     res = minimize_scalar(lambda t: _loss(np.exp(t) / scale, S, T, w),
                           bounds=(-_LOG_BETA_RANGE, _LOG_BETA_RANGE), method="bounded",
                           options={"xatol": 1e-10})
-    return float(np.exp(res.x) / scale)
+    return _newton_polish(float(np.exp(res.x) / scale), S, T, w)
+
+
+def _newton_polish(beta, S, T, w, steps=3):
+    """A few Newton steps on the convex 1-D objective: Brent's search stops where the
+    loss is flat to rounding (about 1e-8 relative in beta), Newton on its derivative
+    ``sum_i w_i (E_p[s_i] - T_i . s_i)`` (curvature ``sum_i w_i Var_p[s_i]``) reaches
+    the root to rounding, so equal problems (weights vs repeated rows) agree."""
+    target = np.einsum("ij,ij->i", T, S)
+    for _ in range(steps):
+        P = np.exp(log_softmax(beta * S, axis=1))
+        mean = np.einsum("ij,ij->i", P, S)
+        grad = float(np.dot(w, mean - target))
+        curv = float(np.dot(w, np.einsum("ij,ij->i", P, S * S) - mean**2))
+        if not curv > 0:
+            break
+        new = beta - grad / curv
+        if not new > 0 or not np.isfinite(new):
+            break
+        done = abs(new - beta) <= 1e-15 * beta
+        beta = new
+        if done:
+            break
+    return beta
 
 
 def predict_log_proba_from(decision, beta):
