@@ -21,14 +21,13 @@ def _noisy_scores(rng, n, k):
 
 
 def _platt_reference(y, k, w=None):
-    """Platt's targets row by row: (N_c + 1) / (N_c + 2) on the row's class c (N_c its
-    weighted count), the rest shared by the other classes."""
-    w = np.ones(len(y)) if w is None else w
+    """Smoothed targets row by row: (N + 1) / (N + 2) on the row's class (N the weighted
+    number of rows), the rest shared by the other classes."""
+    n = len(y) if w is None else np.sum(w)
     T = np.empty((len(y), k))
     for i, c in enumerate(y):
-        n_c = np.sum(w[y == c])
-        T[i] = (1 - (n_c + 1) / (n_c + 2)) / (k - 1)
-        T[i, c] = (n_c + 1) / (n_c + 2)
+        T[i] = (1 - (n + 1) / (n + 2)) / (k - 1)
+        T[i, c] = (n + 1) / (n + 2)
     return T
 
 
@@ -40,7 +39,7 @@ def test_temperature_is_the_log_loss_minimiser(k):
 
     T = _platt_reference(y, k)
 
-    def direct(b):  # an independent cross-entropy against Platt's targets
+    def direct(b):  # an independent cross-entropy against the smoothed targets
         Z = np.exp(b[0] * S - (b[0] * S).max(axis=1, keepdims=True))
         return -np.mean(np.sum(T * np.log(Z / Z.sum(axis=1, keepdims=True)), axis=1))
 
@@ -64,9 +63,8 @@ def test_two_classes_is_platt_without_intercept():
     beta = fit_temperature(d, y)
     p = np.exp(predict_log_proba_from(d, beta))
     np.testing.assert_allclose(p[:, 1], 1 / (1 + np.exp(-beta * d)), rtol=1e-12)
-    # Platt's fit without an intercept: targets (N+ + 1) / (N+ + 2) and 1 / (N- + 2)
-    n1, n0 = np.sum(y == 1), np.sum(y == 0)
-    t = np.where(y == 1, (n1 + 1) / (n1 + 2), 1 / (n0 + 2))
+    # Platt's fit without an intercept, on targets (N + 1) / (N + 2) and 1 / (N + 2)
+    t = np.where(y == 1, 301 / 302, 1 / 302)
     nll = lambda b: np.sum(t * np.logaddexp(0, -b[0] * d)  # noqa: E731
                            + (1 - t) * np.logaddexp(0, b[0] * d))
     ref = minimize(nll, x0=[1.0], method="Nelder-Mead", options={"xatol": 1e-10}).x[0]
@@ -99,15 +97,15 @@ def test_argmax_is_preserved(k, n, beta, seed):
 
 def test_separated_scores_keep_a_finite_temperature():
     """Perfectly separated calibration rows: the unsmoothed log-loss falls without bound
-    in beta; Platt's targets give the finite minimiser, where the mean probability of the
-    true class is about the target (stationarity of the cross-entropy)."""
+    in beta; smoothed targets give the finite minimiser (stationarity of the
+    cross-entropy)."""
     d = np.r_[np.linspace(0.5, 2.0, 20), -np.linspace(0.5, 2.0, 30)]
     y = np.r_[np.ones(20, int), np.zeros(30, int)]
     beta = fit_temperature(d, y)
     assert 1.0 < beta < 100.0
     p = np.exp(predict_log_proba_from(d, beta))[np.arange(50), y]
     assert np.all(p < 1 - 1e-4)
-    # first-order condition of Platt's objective at beta: sum (t - sigmoid(beta d)) d = 0
-    t = np.where(y == 1, 21 / 22, 1 / 32)
+    # first-order condition of the smoothed objective at beta: sum (t - sigmoid(beta d)) d = 0
+    t = np.where(y == 1, 51 / 52, 1 / 52)
     g = np.sum((t - 1 / (1 + np.exp(-beta * d))) * d)
     assert abs(g) < 1e-6

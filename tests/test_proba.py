@@ -47,7 +47,7 @@ def _data(seed=0, n=120, k=3):
 
 
 def _direct_temperature(d, y):
-    """An independent minimiser: the cross-entropy of an explicit softmax against Platt's
+    """An independent minimiser: the cross-entropy of an explicit softmax against the smoothed
     targets."""
     S = np.column_stack([-d / 2, d / 2]) if d.ndim == 1 else d
     T = _platt_reference(np.asarray(y), S.shape[1])

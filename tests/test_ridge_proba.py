@@ -39,7 +39,7 @@ def _pm1(y, classes):
 
 
 def _direct_temperature(dec, y_idx, w):
-    """argmin_beta of the weighted log-loss of softmax(beta * scores) against Platt's
+    """argmin_beta of the weighted log-loss of softmax(beta * scores) against the smoothed
     targets, by scipy directly."""
     S = np.column_stack([-dec / 2, dec / 2]) if dec.ndim == 1 else dec
     T = _platt_reference(y_idx, S.shape[1], w)

@@ -26,7 +26,7 @@ CALIBRATION_DOC = """calibration : {"auto"} or None, default="auto"
 CALIBRATION_ATTR_DOC = """calibration_temperature_ : float or None
         Inverse temperature ``beta > 0`` of ``predict_proba``: the minimiser of the
         (weighted) log-loss of ``softmax(beta * decision)`` over the out-of-sample
-        decision values, against Platt's targets ``(N_c + 1) / (N_c + 2)`` (finite
+        decision values, against Platt-smoothed targets ``(N + 1) / (N + 2)`` (finite
         when those values separate the classes); None when ``calibration=None``."""
 
 
