@@ -494,8 +494,10 @@ def test_ep4_reaches_the_dense_center_solution(ridge_data):
     sgd = EigenProRegressor(n_centers=Z, gamma=0.1, alpha=1.0, max_iter=20, tol=None,
                             dtype="float64", random_state=0).fit(X, Y)
     assert sgd.algorithm_ == "ep4"  # the default for centers other than the data
-    # k(Z, Z) is held in the cache: half the authors' period; without a cache, theirs
-    assert sgd.projection_period_ == max(1, 100 // sgd.batch_size_ // 2)
+    # k(Z, Z) is held in the cache: half the authors' period from 4 up; without a cache,
+    # theirs
+    t = max(1, 100 // sgd.batch_size_)
+    assert sgd.projection_period_ == (t // 2 if t >= 4 else t)
     uncached = EigenProRegressor(n_centers=Z, gamma=0.1, alpha=1.0, max_iter=1, tol=None,
                                  dtype="float64", random_state=0, cache_size=0).fit(X, Y)
     assert uncached.projection_period_ == max(1, 100 // uncached.batch_size_)
@@ -682,4 +684,6 @@ def test_auto_projection_period_halves_when_the_centers_kernel_is_held():
     assert auto_period(4000, 436, 20_000, 4, 330 * MiB) == 9  # k(X, Z) leaves too little
     assert auto_period(4000, 436, 20_000, 8, 200 * MiB) == 4  # float64: k(Z, Z) 122 MiB
     assert auto_period(100, 80, 1000, 8, 4096 * MiB) == 1
+    assert auto_period(2000, 681, 100_000, 4, 4096 * MiB) == 2  # short periods are kept
+    assert auto_period(2000, 500, 10_000, 4, 4096 * MiB) == 2  # 4 halved
 

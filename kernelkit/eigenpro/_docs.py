@@ -110,8 +110,9 @@ default=None
         EigenPro 4 only: ``T``, steps between projections. "auto": the authors'
         default, ``n_centers // batch_size_`` (the auxiliary centers grow to as many
         points as the model has centers; ``tmp_centers_coeff=2`` in their code), halved
-        when ``k(Z, Z)`` fits in ``cache_size`` (a projection is then cheap, and fewer
-        auxiliary centers make each step cheaper).
+        from 4 up when ``k(Z, Z)`` fits in ``cache_size`` (a projection is then cheap,
+        and fewer auxiliary centers make each step cheaper; halving 2 to 1 measured
+        slower).
         1 is EigenPro 3. A projection also ends every epoch.
     projection_max_iter : int >= 1, default=1
         EigenPro 3 / 4: epochs of the inner EigenPro 2 solve on the centers that
