@@ -125,13 +125,19 @@ html_theme_options = {
 
 # -- Hooks -----------------------------------------------------------------------
 def _skip_sklearn_routing(app, what, name, obj, skip, options):
-    """Hide scikit-learn's metadata-routing methods (set_fit_request, ...).
+    """Hide scikit-learn's metadata-routing methods (set_fit_request, ...), and its
+    generic methods (``score``) that kernelkit's array-API wrapper re-attaches.
 
-    scikit-learn attaches them to every estimator subclass, so they are the
-    class's own members and the ``inherited-members`` filter does not catch them.
+    scikit-learn attaches the routing methods to every estimator subclass, and the
+    wrapper (results follow the input) sets ``score`` on each estimator class, so they
+    are the class's own members and the ``inherited-members`` filter does not catch them.
     """
     if what == "class" and (name == "get_metadata_routing"
                             or (name.startswith("set_") and name.endswith("_request"))):
+        return True
+    wrapped = getattr(obj, "__wrapped__", None)
+    if what == "class" and getattr(obj, "_kernelkit_follows", False) and \
+            getattr(wrapped, "__module__", "").startswith("sklearn."):
         return True
     return skip
 
