@@ -28,7 +28,6 @@ import contextlib
 import gc
 import io
 import time
-import warnings
 
 import numpy as np
 
@@ -139,28 +138,20 @@ def _authors(kind, X, y, Xt, yt, p, epochs, seed):
             "setup_s": marks["step0"] - t0}
 
 
-def _kernelkit(kind, X, y, Xt, yt, p, epochs, seed, alg, batch, period, cache, epoch_times):
-    import kernelkit
+def _kernelkit(kind, X, y, Xt, yt, p, epochs, seed, alg, batch, period, cache, quiet_fit):
     from kernelkit.eigenpro import EigenProClassifier, EigenProRegressor
 
     Est = EigenProClassifier if kind == "fm" else EigenProRegressor
     est = Est(n_centers=p, gamma=GAMMA[kind], max_iter=epochs, tol=None, early_stopping=False,
               algorithm=alg, batch_size=batch, subsample_size=min(S_DATA, p), n_components=Q_DATA,
               projection_period=period, cache_size=cache, random_state=seed, verbose=1)
-    buf = io.StringIO()
-    with kernelkit.config_context(working_memory=1024), warnings.catch_warnings(), \
-            contextlib.redirect_stdout(buf):
-        warnings.simplefilter("ignore")
-        t0 = time.perf_counter()
-        est.fit(X, y)
-        t_fit = time.perf_counter() - t0
-        score = float(est.score(Xt, yt))
-    return {"epoch_s": epoch_times(buf.getvalue()), "fit_s": t_fit, "score": score,
+    fit = quiet_fit(est, X, y, Xt, yt, working_memory=1024)
+    return {"epoch_s": fit["epoch_s"], "fit_s": fit["fit_s"], "score": fit["score"],
             "batch_size": int(est.batch_size_), "projection_period": est.projection_period_,
             "n_centers": int(est.centers_.shape[0]), "kernel_cached": bool(est.kernel_cached_)}
 
 
-def case_e(name, quick, epoch_times, seed=0):
+def case_e(name, quick, quiet_fit, seed=0):
     """One fit, ``name = "e:<row>:<side>[:batch[:period]]"``, in this (fresh) process."""
     _, row, side, *rest = name.split(":")
     spec = (QUICK if quick else FULL)[row]
@@ -178,7 +169,7 @@ def case_e(name, quick, epoch_times, seed=0):
         period = int(rest[1]) if len(rest) > 1 else "auto"
         cache = spec[4] if len(spec) > 4 else "auto"
         out = _kernelkit(kind, X, y, Xt, yt, p, epochs, seed, side[:3], batch, period, cache,
-                         epoch_times)
+                         quiet_fit)
     return {"row": row, "side": side, "n_train": int(n), "epochs": epochs, **out}
 
 

@@ -139,6 +139,25 @@ def epoch_times(stdout):
     return [float(t) for t in re.findall(r"epoch \d+/\d+: .*seconds=([\d.e+-]+)", stdout)]
 
 
+def quiet_fit(est, X, y, Xt, yt, working_memory=None):
+    """Fit ``est`` (``verbose=1``) with its progress lines captured and warnings silenced,
+    then score it: ``{"fit_s", "predict_s", "score", "epoch_s"}``."""
+    import kernelkit
+
+    buf = io.StringIO()
+    with kernelkit.config_context(working_memory=working_memory or WORKING_MEMORY), \
+            warnings.catch_warnings(), contextlib.redirect_stdout(buf):
+        warnings.simplefilter("ignore")
+        t0 = time.perf_counter()
+        est.fit(X, y)
+        t_fit = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        score = float(est.score(Xt, yt))
+        t_pred = time.perf_counter() - t0
+    return {"fit_s": t_fit, "predict_s": t_pred, "score": score,
+            "epoch_s": epoch_times(buf.getvalue())}
+
+
 def timed(f):
     gc.collect()
     t0 = time.perf_counter()
@@ -237,13 +256,12 @@ def part_a(dataset, cfg):
 # ---------------------------------------------------------------- parts (b), (c)
 def case(name, cfg):
     """Run in a fresh subprocess: one EigenPro fit with its peak memory."""
-    import kernelkit
     from kernelkit.eigenpro import EigenProClassifier, EigenProRegressor
 
     if name in PART_D:
         return case_d(name, cfg)
     if name.startswith("e:"):
-        return peer.case_e(name, cfg is QUICK, epoch_times, SEED)
+        return peer.case_e(name, cfg is QUICK, quiet_fit, SEED)
     if name in PART_B:
         Xa, ya, Xt, yt = load_fashion_mnist()
         n = cfg["n_b"]
@@ -273,24 +291,14 @@ def case(name, cfg):
     gc.collect()
     reset = reset_peak()
     rss0 = proc_status_kib("VmRSS") * 1024
-    buf = io.StringIO()
-    with kernelkit.config_context(working_memory=WORKING_MEMORY), warnings.catch_warnings(), \
-            contextlib.redirect_stdout(buf):
-        warnings.simplefilter("ignore")
-        t0 = time.perf_counter()
-        est.fit(Xa, ya)
-        t_fit = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        score = float(est.score(Xt, yt))
-        t_pred = time.perf_counter() - t0
+    fit = quiet_fit(est, Xa, ya, Xt, yt)
     peak = proc_status_kib("VmHWM") * 1024
     out = {"case": name, "n_train": int(len(ya)), "n_features": int(Xa.shape[1]),
-           "n_centers": int(est.centers_.shape[0]), "fit_s": t_fit, "predict_s": t_pred,
-           "epoch_s": epoch_times(buf.getvalue()), "score": score,
+           "n_centers": int(est.centers_.shape[0]), **fit,
            "score_name": "accuracy" if name != "synthetic" else "R^2",
            "peak_rss_bytes": peak, "rss_before_fit_bytes": rss0, "peak_reset": reset,
            "data_bytes": int(Xa.nbytes), **ep_attrs(est)}
-    out["setup_s"] = t_fit - sum(out["epoch_s"])
+    out["setup_s"] = out["fit_s"] - sum(out["epoch_s"])
     return out
 
 
@@ -334,7 +342,6 @@ def _synthetic(n, seed=SEED):
 
 def case_d(name, cfg):
     """One part-(d) row in a fresh subprocess (peak memory = this fit's)."""
-    import kernelkit
     from kernelkit.eigenpro import EigenProClassifier, EigenProRegressor
 
     dc = D_QUICK if cfg is QUICK else D_FULL
@@ -368,18 +375,11 @@ def case_d(name, cfg):
                                 verbose=1, cache_size=cache)
     gc.collect()
     reset = reset_peak()
-    buf = io.StringIO()
-    with kernelkit.config_context(working_memory=WORKING_MEMORY), warnings.catch_warnings(), \
-            contextlib.redirect_stdout(buf):
-        warnings.simplefilter("ignore")
-        t0 = time.perf_counter()
-        est.fit(Xa, ya)
-        t_fit = time.perf_counter() - t0
-        score = float(est.score(Xt, yt))
-    epochs = epoch_times(buf.getvalue())
+    fit = quiet_fit(est, Xa, ya, Xt, yt)
+    epochs = fit["epoch_s"]
     out = {"row": name, "algorithm": est.algorithm_, "n_train": int(len(ya)),
-           "n_centers": int(est.centers_.shape[0]), "fit_s": t_fit, "epoch_s": epochs,
-           "score": score, "score_name": "accuracy" if name.startswith("fm_") else "R^2",
+           "n_centers": int(est.centers_.shape[0]), "fit_s": fit["fit_s"], "epoch_s": epochs,
+           "score": fit["score"], "score_name": "accuracy" if name.startswith("fm_") else "R^2",
            "peak_rss_bytes": proc_status_kib("VmHWM") * 1024, "peak_reset": reset,
            "projection_period": est.projection_period_,
            "n_auxiliary_centers": est.n_auxiliary_centers_,
