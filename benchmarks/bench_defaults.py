@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")  # SkylakeX DSYRK crashes on large inputs
+
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

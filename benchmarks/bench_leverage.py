@@ -41,6 +41,8 @@ import sys
 import time
 from pathlib import Path
 
+os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")  # SkylakeX DSYRK crashes on large inputs
+
 import numpy as np
 
 HERE = Path(__file__).resolve().parent

@@ -36,6 +36,8 @@ import time
 import warnings
 from pathlib import Path
 
+os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")  # SkylakeX DSYRK crashes on large inputs
+
 import numpy as np
 from _common import MD_HEADER, fmt_met, machine_info, machine_line, write_section
 

@@ -51,6 +51,8 @@ import sys
 import time
 from pathlib import Path
 
+os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")  # SkylakeX DSYRK crashes on large inputs
+
 import numpy as np
 from _common import (  # noqa: E402
     FMNIST_DIR,
