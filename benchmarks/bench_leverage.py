@@ -20,7 +20,7 @@ memory is its own):
   error) and a dense cluster with sparse outliers (RMSE where the outliers live).
   Medians over 3 seeds. Goal: RLS at least as good as uniform at every m,
   strictly better on the non-uniform data.
-* **DISQUEAK** on a 2-worker ``LocalCluster`` (``kernelkit._disqueak_dask``) vs
+* **DISQUEAK** on a 2-worker ``LocalCluster`` (``kernelkit.distributed.fit_disqueak``) vs
   sequential SQUEAK, n = 200,000.
 
 Usage::
@@ -246,7 +246,7 @@ def _err(kind, pred, y):
 # ------------------------------------------------------------------- DISQUEAK
 def disqueak_vs_squeak(n):
     from distributed import Client, LocalCluster
-    from kernelkit._disqueak_dask import fit_disqueak
+    from kernelkit.distributed import fit_disqueak
 
     from kernelkit.leverage import SQUEAK
 
