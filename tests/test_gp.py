@@ -231,7 +231,7 @@ def test_kernel_gradient_equals_finite_differences(cls, act, depth, b_std, rng):
 def test_hyperparameters_and_bounds():
     k = NTK(depth=2, w_std=2.0, b_std=0.5)
     np.testing.assert_allclose(k.theta, np.log([2.0, 0.5]))
-    np.testing.assert_allclose(k.bounds, np.log([[1e-2, 1e2], [1e-5, 1e2]]))
+    np.testing.assert_allclose(k.bounds, np.log([[1e-1, 1e1], [1e-5, 1e2]]))
     assert k.clone_with_theta(np.log([3.0, 0.1])).get_params()["w_std"] == pytest.approx(3.0)
     assert NTK(b_std=None).theta.shape == (1,)
     assert NNGP(b_std=0.0).n_dims == 1
@@ -676,3 +676,19 @@ def test_kernel_underflow_names_X(rng):
             InfiniteWidthRegressor(activation="erf").fit(X * scale, X[:, 0])
     zero = InfiniteWidthRegressor(diag_reg=0.0).fit(np.zeros((4, 2)), np.arange(4.0))
     np.testing.assert_array_equal(zero.predict(np.ones((2, 2))), 0.0)  # a true zero kernel
+
+
+@pytest.mark.parametrize("cls", [NTK, NNGP])
+def test_default_box_corner_has_finite_likelihood(cls):
+    # L-BFGS-B's first step goes to the corner of the box (largest w_std and b_std,
+    # smallest noise); a -inf log-likelihood there stopped scikit-learn's optimiser at
+    # its start without a warning (w_std up to 100: kernel entries ~1e20 over 1e-5 noise).
+    from sklearn.datasets import make_friedman1
+
+    X, y = make_friedman1(25, noise=1.0, random_state=0)
+    X, y = np.repeat(3 * X, 4, axis=0), np.repeat(y, 4)  # repeated rows, as in diamonds
+    kernel = cls(depth=3, w_std=1.0, b_std=0.1) + WhiteKernel(0.1)
+    gp = GaussianProcessRegressor(kernel, optimizer=None).fit(X, (y - y.mean()) / y.std())
+    corner = kernel.bounds[:, 1].copy()
+    corner[-1] = kernel.bounds[-1, 0]
+    assert np.isfinite(gp.log_marginal_likelihood(corner))

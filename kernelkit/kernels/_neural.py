@@ -24,7 +24,7 @@ class _NeuralKernel(Kernel):
     _output = None
 
     def __init__(self, depth=1, activation="relu", w_std=1.0, b_std=None,
-                 parameterization="ntk", w_std_bounds=(1e-2, 1e2), b_std_bounds=(1e-5, 1e2)):
+                 parameterization="ntk", w_std_bounds=(1e-1, 1e1), b_std_bounds=(1e-5, 1e2)):
         self.depth = depth
         self.activation = activation
         self.w_std = w_std
@@ -281,8 +281,12 @@ b_std : float >= 0 or None, default=None
 parameterization : {{"ntk"}}, default="ntk"
     Only the NTK parameterization (weights scaled by ``1 / sqrt(fan_in)`` in the
     forward pass) has a width-independent infinite-width limit.
-w_std_bounds : pair of floats > 0 or "fixed", default=(1e-2, 1e2)
-    Range searched by a GP optimiser for ``w_std``; "fixed" freezes it.
+w_std_bounds : pair of floats > 0 or "fixed", default=(1e-1, 1e1)
+    Range searched by a GP optimiser for ``w_std``; "fixed" freezes it. The kernel
+    grows as ``w_std ** (2 (depth + 1))``: with ``w_std`` up to 100 the corner of
+    the box that L-BFGS-B tries first holds numerically singular matrices
+    (scikit-learn's GP then returns a log-likelihood of -inf and its optimiser
+    stops, silently, at the starting point).
 b_std_bounds : pair of floats > 0 or "fixed", default=(1e-5, 1e2)
     Range searched for ``b_std``; "fixed" freezes it.
 
