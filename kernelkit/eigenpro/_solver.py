@@ -39,7 +39,8 @@ Everything that touches all centers goes through an *operator* holding ``Z``
 (:class:`LocalOperator` here, :class:`kernelkit.distributed.DaskKernelOperator`
 on a Dask cluster), so the n x p kernel matrix is formed only when it fits the
 cache budget (then once, and reused every epoch): one step holds a ``batch x p``
-block.
+block. With the rows held, a step (and each batch of the projection, with ``k(Z, Z)``
+held) reads its rows once, in place, for both its products (:mod:`._loops`).
 """
 
 import math
@@ -48,6 +49,7 @@ import time
 import numpy as np
 
 from .._config import get_config
+from ..utils._dispatch import select_loops
 from ..utils._verbose import Progress
 from ._precond import (  # noqa: F401  (re-exported: the estimators use them as _ep.*)
     RANK_RTOL,
@@ -186,6 +188,8 @@ def cache_rows(op, X, budget):
             X.shape[0] * op.n_centers * op.dtype.itemsize > budget:
         return None
     rows = max(1, int(budget_bytes() // (op.n_centers * op.dtype.itemsize)))
+    if rows >= X.shape[0]:  # one block: held as computed, row-major (no second copy)
+        return op.xp.ascontiguousarray(op.prepare(X))
     out = op.xp.empty((X.shape[0], op.n_centers), dtype=op.dtype)
     for a in range(0, X.shape[0], rows):
         h = op.prepare(X[a:a + rows])
@@ -262,14 +266,21 @@ class EigenProSolver:
         if not self.exact:
             self.zrows = self.rows if self.rows is not None and X is op.Z else \
                 cache_rows(op, op.Z, budget)
-        # EigenPro 3 / 4 need k(Z_J, Z) every step (the correction evaluated on the
-        # centers): kept when it fits in working_memory, else recomputed per step
-        self._hj = None
+        # the held rows' one-pass products: compiled for the Numba engine
+        self.loops = select_loops(__package__, getattr(evaluator, "backend", "numpy"))
+        # EigenPro 3 / 4 evaluate the correction on the centers every step: K(Z, Z_J) A
+        # once (p x q, as the authors' code keeps it) replaces a product with the p x s
+        # block per step. The ridge term also needs k(Z_J, Z) itself: kept when it fits
+        # in working_memory, else recomputed per step
+        self._hj = self._KA = None
         if not self.exact and precond.q:
-            if self.zrows is not None:
-                self._hj = self.zrows[precond.Jx]
-            elif len(precond.J) * op.n_centers * self.dtype.itemsize <= budget_bytes():
-                self._hj = op.prepare(self.ZJ)
+            hj = self.zrows[precond.Jx] if self.zrows is not None else op.prepare(self.ZJ)
+            self._KA = op.rmatmul(hj, precond.A)
+            if self.ridge and (self.zrows is not None or len(precond.J) * op.n_centers
+                               * self.dtype.itemsize <= budget_bytes()):
+                self._hj = hj
+            elif self.zrows is None:
+                op.release(hj)
         if algorithm == "ep4":
             k, d, cap = Y.shape[1], X.shape[1], self.period * precond.batch_size
             # at the inputs' own precision: storage in float32 never rounds the data
@@ -330,39 +341,55 @@ class EigenProSolver:
             self.weights[P.Jx] += scale * corr
         return loss
 
-    def _gradient_on_centers(self, handle, R, m, f_J):
-        """``(P g)(Z)`` for the batch residuals ``R`` and the correction's coefficients.
+    def _residual_gradient(self, Bx, W, F0, m):
+        """``(R, h)``: the batch's residuals ``R = f(X_B) - Y_B`` and ``h = K(Z, X_B) R_w / m``.
 
-        ``f_J`` is the model on the Nyström points (for the ridge term) or None.
+        ``f = K(., Z) W`` plus ``F0`` (the auxiliary centers' predictions, or None);
+        ``R_w`` are the residuals times the rows' weights. With ``k(X, Z)`` held, one
+        pass over the batch's held rows (:mod:`._loops`); else the batch's block, then
+        a product with it each way.
+        """
+        xp, op = self.xp, self.op
+        if self.rows is not None:
+            wrow = xp.full(m, 1.0 / m, dtype=self.dtype) if self.sw is None else \
+                self.sw[Bx][:, 0] / m
+            return self.loops.residual_gradient(self.rows, Bx, W, F0, self.Y[Bx], wrow)
+        handle = op.prepare(self.X[Bx])
+        F = op.matmul(handle, W)
+        R = (F if F0 is None else F + F0) - self.Y[Bx]
+        h = op.rmatmul(handle, self._weighted(R, Bx) / m)
+        op.release(handle)
+        return R, h
+
+    def _precondition(self, h, f_J):
+        """``((P g)(Z), correction's coefficients on Z_J)`` from ``h = g(Z)``.
+
+        ``g(Z_J) = h[J]`` (the Nyström points are centers); the correction
+        ``K(., Z_J) A diag(c) A^T g(Z_J)`` is evaluated on the centers through the
+        kept ``K(Z, Z_J) A``. ``f_J`` gives the model on the Nyström points from
+        ``k(Z_J, Z)`` (the ridge term), or is None.
         """
         op, P = self.op, self.P
-        R = R / m
-        h = op.rmatmul(handle, R)                                  # (K(., X_B) r / m)(Z)
-        v = op.columns(handle, P.Jx).T @ R if P.q else None        # K(Z_J, X_B) r / m
-        corr = None
-        if P.q:
+        if not P.q:
+            return h, None
+        v = h[P.Jx]                                                # K(Z_J, X_B) r / m
+        if f_J is not None:
             hj = self._hj if self._hj is not None else op.prepare(self.ZJ)
-            if f_J is not None:
-                v = v + (self.ridge / self.n) * f_J(hj)            # + mu f(Z_J)
-            corr = P.direction(v)                                  # coefficients on Z_J
-            h = h - op.rmatmul(hj, corr)                           # (P g)(Z)
+            v = v + (self.ridge / self.n) * f_J(hj)                # + mu f(Z_J)
             if hj is not self._hj:
                 op.release(hj)
-        return h, corr
+        w = P.c[:, None] * (P.A.T @ v)
+        return h - self._KA @ w, P.A @ w                           # (P g)(Z), on Z_J
 
     def _step_projected(self, B, epoch):
         """EigenPro 3: ``h = (P g)(Z)``, ``theta = K(Z, Z)^-1 h`` (inner solve), ``-eta theta``."""
         xp, op = self.xp, self.op
         m = B.shape[0]
         Bx = xp.asarray(B)
-        handle = self._prepare(Bx)
-        R = op.matmul(handle, self.weights) - self.Y[Bx]
+        R, h = self._residual_gradient(Bx, self.weights, None, m)
         loss = self._loss(R, epoch)
-        R = self._weighted(R, Bx)
         mu = self.ridge / self.n
-        h, _ = self._gradient_on_centers(
-            handle, R, m, (lambda hj: op.matmul(hj, self.weights)) if mu else None)
-        self._release(handle)
+        h, _ = self._precondition(h, (lambda hj: op.matmul(hj, self.weights)) if mu else None)
         if mu:
             # the ridge gradient mu f is in span K(., Z): theta = K(Z, Z)^-1 (h + mu K(Z, Z) alpha).
             # Solving K(Z, Z) phi = h from phi_0 = -mu alpha and adding mu alpha gives it with
@@ -379,7 +406,7 @@ class EigenProSolver:
         """Drop the auxiliary centers after a projection."""
         self.aux_used = 0
         self.aux_h = self.xp.zeros_like(self.weights)      # auxiliary model on Z
-        self.aux_gamma = None                              # its coefficients on Z_J
+        self.aux_gamma = None                  # its coefficients on Z_J (on all of Z)
         self.aux_decay = 0.0                               # pending ridge decay of alpha
         self.aux_steps = 0
 
@@ -401,24 +428,21 @@ class EigenProSolver:
         m = B.shape[0]
         Bx = xp.asarray(B)
         Xb = self.X[Bx]
-        handle = self._prepare(Bx)
-        F = op.matmul(handle, self.weights)
+        F0 = None
         if self.aux_used:
             u = self.aux_used
             Kb = self._aux_block(Xb)
-            F = F + (Kb @ self.aux_beta[:u] if Kb is not None else xp.asarray(
+            F0 = Kb @ self.aux_beta[:u] if Kb is not None else xp.asarray(
                 self.evaluator.matmul(Xb, self.aux_X[:u], self.aux_beta[:u])).astype(
-                    self.dtype, copy=False))
-        if self.aux_gamma is not None:
-            F = F + op.columns(handle, P.Jx) @ self.aux_gamma
-        R = F - self.Y[Bx]
+                    self.dtype, copy=False)
+        # K(., Z_J) gamma = K(., Z) gamma scattered on J: gamma is kept on all centers
+        W = self.weights if self.aux_gamma is None else self.weights + self.aux_gamma
+        R, h = self._residual_gradient(Bx, W, F0, m)
         loss = self._loss(R, epoch)
         R = self._weighted(R, Bx)
         mu = self.ridge / self.n
-        h, corr = self._gradient_on_centers(
-            handle, R, m,
-            (lambda hj: op.matmul(hj, self.weights) + self.aux_h[P.Jx]) if mu else None)
-        self._release(handle)
+        h, corr = self._precondition(
+            h, (lambda hj: op.matmul(hj, self.weights) + self.aux_h[P.Jx]) if mu else None)
         eta = P.step(m)
         if mu:
             # the ridge gradient mu f: the auxiliary part decays now; alpha's decay is
@@ -434,8 +458,9 @@ class EigenProSolver:
         self.aux_beta[u:u + m] = -(eta / m) * R
         self.aux_used = u + m
         if corr is not None:
-            self.aux_gamma = eta * corr if self.aux_gamma is None else \
-                self.aux_gamma + eta * corr
+            if self.aux_gamma is None:
+                self.aux_gamma = xp.zeros_like(self.weights)
+            self.aux_gamma[P.Jx] += eta * corr
         self.aux_h -= eta * h
         self.aux_steps += 1
         if self.aux_steps >= self.period or self.aux_used + m > self.aux_X.shape[0]:
@@ -474,10 +499,13 @@ class EigenProSolver:
             perm = self.inner_rng.permutation(p)
             for b0 in range(0, p, Q.batch_size):
                 B = xp.asarray(perm[b0:b0 + Q.batch_size])
-                handle = self.zrows[B] if self.zrows is not None else op.prepare(op.Z[B])
-                R = op.matmul(handle, theta) - H[B]
-                corr = Q.direction(op.columns(handle, Q.Jx).T @ R) if Q.q else None
-                if self.zrows is None:
+                if self.zrows is not None:  # one pass over the held rows
+                    R, g = self.loops.residual_gradient(self.zrows, B, theta, None, H[B], None)
+                    corr = Q.direction(g[Q.Jx]) if Q.q else None
+                else:
+                    handle = op.prepare(op.Z[B])
+                    R = op.matmul(handle, theta) - H[B]
+                    corr = Q.direction(op.columns(handle, Q.Jx).T @ R) if Q.q else None
                     op.release(handle)
                 scale = Q.step(B.shape[0]) / B.shape[0]
                 theta[B] -= scale * R
