@@ -306,3 +306,109 @@ def test_numba_polynomial_integer_powers_match_closed_form(degree, rng):
                    + 0.5) ** degree
         assert got32.dtype == np.float32
         assert_allclose(got32, exact32, rtol=2e-7, atol=0)
+
+
+def _ulps(got, ref):
+    """Error in units of the reference's last place (subnormal spacing near zero)."""
+    return np.abs(got - ref) / np.spacing(np.maximum(np.abs(ref), np.finfo(np.float64).tiny))
+
+
+def test_vectorised_exp_asin_acos_match_numpy():
+    """The compiled loops' exp / asin / acos (no libm call, so the loops vectorise)
+    against NumPy over their domains: within 2 ulps (exp) and 3 (asin, acos), 0 below
+    exp's range, exact where the kernels rely on it (exp(0) = 1, acos(-1) = pi)."""
+    import numba as nb
+
+    from kernelkit.backend._vmath import vacos, vasin, vexp
+
+    @nb.njit
+    def apply(f, x):
+        out = np.empty_like(x)
+        for i in range(x.size):
+            out[i] = f(x[i])
+        return out
+
+    r = np.random.default_rng(5)
+    x = np.concatenate([np.linspace(-745.0, 709.0, 200_001), r.uniform(-30, 1, 100_000),
+                        r.uniform(-1e-3, 1e-3, 1000), [0.0, -708.3, -708.5, -744.0]])
+    with np.errstate(under="ignore"):
+        assert _ulps(apply(vexp, x), np.exp(x)).max() <= 2
+    edge = np.array([0.0, -746.0, -800.0, -np.inf, -1e308])
+    assert np.array_equal(apply(vexp, edge), [1.0, 0.0, 0.0, 0.0, 0.0])
+    c = np.concatenate([np.linspace(-1.0, 1.0, 400_001), r.uniform(-1, 1, 100_000),
+                        0.5 + np.linspace(-1e-12, 1e-12, 101), 1 - np.logspace(-16, -1, 300),
+                        -1 + np.logspace(-16, -1, 300), np.logspace(-300, -1, 300)])
+    assert _ulps(apply(vasin, c), np.arcsin(c)).max() <= 3
+    assert _ulps(apply(vacos, c), np.arccos(c)).max() <= 3
+    assert np.array_equal(apply(vacos, np.array([-1.0, 1.0])), [np.pi, 0.0])
+    assert np.array_equal(apply(vasin, np.array([-1.0, 0.0, 1.0])), [-np.pi / 2, 0.0, np.pi / 2])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_numba_direct_path_of_pairwise_equals_gemm_path_and_sklearn(dtype, rng):
+    """Few features: k(X) and k(X, Y) come from the coordinates (exponential in the same
+    pass), not from the Gram product; the values equal the reference's GEMM path and
+    scikit-learn's, in float64 and float32 output, over many row blocks."""
+    from sklearn.metrics.pairwise import laplacian_kernel, rbf_kernel
+
+    X = (rng.standard_normal((403, 9)) + 50.0).astype(dtype)  # off the origin
+    X[17] = X[4]
+    X[30] = X[8] + 1e-5  # near-duplicate
+    Y = (rng.standard_normal((55, 9)) + 50.0).astype(dtype)
+    engine = get_backend("numba")
+    X64, Y64 = X.astype(np.float64), Y.astype(np.float64)
+    shift = X64.mean(axis=0)  # scikit-learn's |x|^2 + |y|^2 - 2 x.y cancels off the origin
+    tol = 1e-13 if dtype == np.float64 else 6e-8
+    for kernel, peer in ((RBF(0.1), lambda A, B: rbf_kernel(A, B, gamma=0.1)),
+                         (Laplacian(0.05), lambda A, B: laplacian_kernel(A, B, gamma=0.05)),
+                         (Matern(0.1, 2.5), None)):
+        spec = _spec(kernel, X)
+        assert engine.direct_code(spec, X) >= 0
+        for wm in (0.05, 256):
+            with kernelkit.config_context(working_memory=wm):
+                for A, B in ((X, None), (X, Y)):
+                    got = engine.pairwise(spec, A, B)
+                    assert got.dtype == dtype
+                    ref = REFERENCE.pairwise(spec, X64, None if B is None else Y64)
+                    assert_allclose(got, ref, rtol=tol, atol=0)
+                    if peer is not None:
+                        assert_allclose(got, peer(X64 - shift, (X64 if B is None else Y64)
+                                                  - shift), rtol=tol, atol=0)
+                    if B is None:
+                        assert np.array_equal(got, got.T) and got[17, 4] == 1.0
+
+
+def test_numba_fused_neural_kernels_equal_reference_at_every_angle(rng):
+    """The one-pass NTK / NNGP (every layer per row in cache, vectorised arc-cosine)
+    equals the layer-by-layer NumPy reference at angles over the whole range: nearly
+    parallel (the defect branch), around cos = +-1/2 (where acos switches its
+    reduction), antiparallel, and zero rows; float64 to 1e-13 (3e-14 of the largest entry
+    near antiparallel pairs), float32 output rounded once."""
+    d = 6
+    base = rng.standard_normal(d)
+    other = rng.standard_normal(d)
+    other -= other @ base / (base @ base) * base  # orthogonal to base
+    other *= np.linalg.norm(base) / np.linalg.norm(other)
+    angles = np.concatenate([np.linspace(0, np.pi, 181), np.arccos([0.5, -0.5]) + 1e-9,
+                             [1e-9, 1e-5, 0.05, np.pi - 1e-7]])
+    X = np.array([np.cos(t) * base + np.sin(t) * other for t in angles])
+    X *= rng.uniform(0.5, 3.0, (len(X), 1))
+    X = np.vstack([X, np.zeros((2, d)), -X[:20], rng.standard_normal((60, d))])
+    engine = get_backend("numba")
+    for kernel in (NTK(depth=3), NTK(depth=2, b_std=0.3, w_std=1.3), NNGP(depth=3),
+                   NTK(depth=2, activation="erf", b_std=0.2), NNGP(depth=1, activation="erf")):
+        spec = _spec(kernel, X)
+        ref = REFERENCE.pairwise(spec, X)
+        scale = np.abs(ref).max()
+        with kernelkit.config_context(working_memory=0.05):
+            got = engine.pairwise(spec, X)
+            gen = engine.pairwise(spec, X, X[::-1].copy())[:, ::-1]
+            got32 = engine.pairwise(spec, X.astype(np.float32))
+        # atol: near-antiparallel pairs are ill-conditioned (sin t + (pi - t) cos t cancels
+        # to ~(pi - t)^3 / 3), so any two evaluations differ there by ~1e-14 of the scale
+        # (the previous engine too, with NumPy's arccos)
+        assert_allclose(got, ref, rtol=1e-13, atol=3e-14 * scale)
+        assert_allclose(gen, ref, rtol=1e-13, atol=3e-14 * scale)
+        ref32 = REFERENCE.pairwise(spec, X.astype(np.float32).astype(np.float64))
+        assert got32.dtype == np.float32
+        assert_allclose(got32, ref32, rtol=6e-8, atol=6e-8 * scale)

@@ -134,6 +134,9 @@ class ArrayBackend:
         """
         xp = self.xp
         out_dtype = self._out_dtype(X, Y) if out_dtype is None else out_dtype
+        fast = self._direct_pairwise(spec, X, Y, out_dtype)
+        if fast is not None:
+            return fast
         ctx = self._prepare(spec, X, Y)
         n, m = ctx["X"].shape[0], ctx["Y"].shape[0]
         self._check_room(n * m * (xp.finfo(out_dtype).bits // 8),
@@ -155,6 +158,11 @@ class ArrayBackend:
 
         self._map_blocks(job, n, m, scratch=not direct)
         return out
+
+    def _direct_pairwise(self, spec, X, Y, out_dtype):
+        """Hook: ``k(X, Y)`` computed another way than Gram blocks (an engine's direct path
+        for few features), or None to take the blockwise path."""
+        return None
 
     def pairwise_chunked(self, spec, X, Y=None):
         """Yield ``(start, block)``: consecutive float64 row blocks of ``k(X, Y)``.
@@ -206,8 +214,8 @@ class ArrayBackend:
         if name == "polynomial":
             gamma, degree, coef0 = p
             return (gamma * sq + coef0) ** degree
-        if name == "cosine":
-            return _astype(xp, sq > 0, xp.float64)
+        if name == "cosine":  # a row whose |x|^2 underflows counts as zero (as in pairwise)
+            return _astype(xp, sq >= xp.finfo(xp.float64).smallest_normal, xp.float64)
         depth, act, w2, b2 = p
         _, nngp, ntk = nn_row_stats(xp, sq, int(depth), act, w2, b2, 1.0 / X.shape[1])
         return ntk if name == "ntk" else nngp
@@ -300,8 +308,10 @@ class ArrayBackend:
                 return nn_row_stats(xp, xp.sum(A * A, axis=1), int(depth), act, w2, b2, inv_d)[0]
         elif name == "cosine":
 
-            def stats(A):
-                return xp.sqrt(xp.sum(A * A, axis=1))
+            def stats(A):  # a row whose |a|^2 underflows (to 0 or a subnormal, which has
+                # lost its precision) counts as zero: cosine 0 with every row, itself too
+                sq = xp.sum(A * A, axis=1)
+                return xp.sqrt(xp.where(sq >= xp.finfo(xp.float64).smallest_normal, sq, 0.0))
         else:
 
             def stats(A):

@@ -16,6 +16,7 @@ import numpy as np
 from ..utils._threads import map_row_blocks, n_workers, single_blas_thread
 from ._array import CANCELLATION, NEAR_PARALLEL
 from ._numpy import NumpyBackend
+from ._vmath import acos_from, asin_poly, vasin, vexp
 
 _PI = math.pi
 _SQRT3 = math.sqrt(3.0)
@@ -30,35 +31,51 @@ def _row_end(i, m, self_offset, tri):
     return m
 
 
-@nb.njit(inline="always", cache=True)
+@nb.njit(inline="always", cache=True, error_model="numpy")
 def _stationary_value(code, d2, gamma):
     if code == 0:
-        return math.exp(-gamma * d2)
+        return vexp(-gamma * d2)
     r = math.sqrt(2.0 * (gamma * d2))  # this order: no 0 * inf when gamma is huge
     if code == 1:
-        return math.exp(-r)
+        return vexp(-r)
     # t capped where exp(-t) is already exactly 0: an infinite distance gives 0, not inf * 0
     if code == 2:
         t = min(_SQRT3 * r, _T_MAX)
-        return (1.0 + t) * math.exp(-t)
+        return (1.0 + t) * vexp(-t)
     t = min(_SQRT5 * r, _T_MAX)
-    return (1.0 + t + t * t / 3.0) * math.exp(-t)
+    return (1.0 + t + t * t / 3.0) * vexp(-t)
 
 
-@nb.njit(nogil=True, cache=True)
-def stationary_inplace(code, block, dst, sx, sy, gamma, self_offset, tri, X, Y):
-    """Gram block -> Gaussian / Matérn kernel block, in place.
+@nb.njit(nogil=True, cache=True, error_model="numpy")
+def stationary_inplace(code, block, dst, sx, sy, gamma, self_offset, tri, X, Y, same):
+    """Gram block -> Gaussian / Matérn kernel block in ``dst`` (``block`` itself if ``same``:
+    written as one array, so that the loops need no aliasing check to vectorise).
 
     Near-duplicate pairs, where ``|x|^2 + |y|^2 - 2 x.y`` cancels, get their squared
-    distance recomputed from the coordinates ``X``, ``Y``. The distances come from
-    :func:`_row_sqdist` (a vectorised pass), then the kernel values.
+    distance recomputed from the coordinates ``X``, ``Y``. Per row, the distances come
+    from :func:`_row_sqdist` (a vectorised pass), then the kernel values in a second
+    vectorised pass over the row, still in cache (``vexp``: no libm call).
     """
     n, m = block.shape
     for i in range(n):
         end = _row_end(i, m, self_offset, tri)
         _row_sqdist(block, sx, sy, self_offset, i, end, X, Y)
-        for j in range(end):
-            dst[i, j] = _stationary_value(code, block[i, j], gamma)
+        row = block[i]
+        if same:
+            if code == 0:
+                for j in range(end):
+                    row[j] = vexp(-gamma * row[j])
+            else:
+                for j in range(end):
+                    row[j] = _stationary_value(code, row[j], gamma)
+        else:
+            out = dst[i]
+            if code == 0:
+                for j in range(end):
+                    out[j] = vexp(-gamma * row[j])
+            else:
+                for j in range(end):
+                    out[j] = _stationary_value(code, row[j], gamma)
 
 
 @nb.njit(inline="always", cache=True)
@@ -87,25 +104,6 @@ def _row_sqdist(block, sx, sy, self_offset, i, end, X, Y):
                 row[j] = acc
     if self_offset >= 0 and self_offset + i < end:
         row[self_offset + i] = 0.0
-
-
-@nb.njit(nogil=True, cache=True)
-def sqdist_inplace(block, sx, sy, scale, self_offset, tri, X, Y):
-    """Gram block -> ``scale * ||x - y||^2`` in place (zero where ``tri`` skips).
-
-    The Gaussian then needs only ``np.exp`` over the block: NumPy's SIMD exp is
-    several times faster than a scalar exp in a compiled loop. Distances from
-    :func:`_row_sqdist`, then a scaling pass.
-    """
-    n, m = block.shape
-    for i in range(n):
-        end = _row_end(i, m, self_offset, tri)
-        _row_sqdist(block, sx, sy, self_offset, i, end, X, Y)
-        row = block[i]
-        for j in range(end):
-            row[j] *= scale
-        for j in range(end, m):
-            row[j] = 0.0
 
 
 @nb.njit(nogil=True, cache=True)
@@ -154,139 +152,125 @@ def poly_int_inplace(block, dst, gamma, coef0, power, self_offset, tri):
 _MAX_INT_POWER = 16  # integer polynomial degrees up to this: repeated products
 
 
-# The NTK/NNGP recursion runs in stages over small row chunks of a block (kept in
-# cache): compiled passes for the arithmetic, NumPy's SIMD arccos/arcsin between
-# them (several times faster than a scalar libm call per entry).
+# The NTK/NNGP recursion: one compiled pass per block, row by row. Each row's covariance
+# K, defect D and tangent sum T live in three row buffers (in cache) and go through every
+# layer there, the layer's whole update (affine map, arc-cosine or arcsine, the NTK
+# factor) in one loop whose arithmetic vectorises (``_vmath``: no libm call in it).
 
 
-@nb.njit(nogil=True, cache=True)
-def nn_start(G, K, D, T, sx, sy, inv_d, relu, self_offset, X, Y):
-    """Input layer: ``K = x.y / d``, ``T = 0`` and, for relu, the defect ``D = p - K``.
+@nb.njit(nogil=True, cache=True, error_model="numpy")
+def _nn_input_row(g, K, D, T, s0, sy0, inv_d, end, me, x, Y, relu):
+    """Input layer of one row: ``K = x.y / d``, ``T = 0``, relu's defect ``D = p - K``.
 
-    Nearly parallel pairs get ``D`` from the unit vectors (``p |u - v|^2 / 2``);
-    self-pairs (``self_offset`` >= 0: row ``i`` is point ``self_offset + i``) get 0.
+    Nearly parallel pairs get ``D`` from the unit vectors (``p |u - v|^2 / 2``), the
+    self-pair (column ``me`` >= 0) gets 0: a second look only where a pair needs it.
     """
-    n, m = K.shape
-    d = X.shape[1]
+    near = 0
+    for j in range(end):
+        k = g[j] * inv_d
+        p = s0 * sy0[j]
+        K[j] = k
+        T[j] = 0.0
+        D[j] = max(p - k, 0.0)
+        near += (k > (1.0 - CANCELLATION) * p) & (p > 0.0)
+    if relu and near:
+        d = x.shape[0]
+        for j in range(end):
+            p = s0 * sy0[j]
+            if K[j] > (1.0 - CANCELLATION) * p and p > 0.0:
+                acc = 0.0
+                for c in range(d):
+                    diff = x[c] / s0 - Y[j, c] / sy0[j]
+                    acc += diff * diff
+                D[j] = p * acc * (0.5 / d)
+    if 0 <= me < end:
+        D[me] = 0.0
+
+
+@nb.njit(nogil=True, cache=True, error_model="numpy")
+def _relu_layer_row(K, D, T, a, sa, syl, syp, scale, w2, b2, end):
+    """Dense layer then relu for one row, in place (``affine_defect`` and ``relu_layer``
+    of :mod:`._array`): ``a``, ``syl`` the square roots of the variances after the
+    affine map, ``sa``, ``syp`` before it (times ``scale``)."""
+    for j in range(end):
+        k, dd = K[j], D[j]
+        b = syl[j]
+        sb = syp[j] * scale
+        k_new = w2 * k + b2
+        p = a * b
+        num = w2 * w2 * dd * (sa * sb + k) + w2 * b2 * ((sa - sb) ** 2 + 2.0 * dd)
+        dd = num / (p + k_new) if k_new > 0.0 else p - k_new
+        t = k_new + w2 * T[j]
+        pos = p > 0.0
+        ps = p if pos else 1.0
+        c = min(1.0, max(-1.0, k_new / ps)) if pos else 0.0  # as the reference: acos(c)
+        # is ill-conditioned at c = -1, so c must be its quotient to the ulp
+        # the angle, through one asin on [0, 1/2]: for nearly parallel pairs from the
+        # defect (x = sin(th / 2) = sqrt(dd / 2p)), else acos(c) (``_vmath.acos_args``)
+        near = dd < NEAR_PARALLEL * ps
+        ac = abs(c)
+        big = ac > 0.5
+        u = min(1.0, max(0.0, 0.5 * dd / ps)) if near else 0.5 * (1.0 - ac)
+        x = math.sqrt(u) if near or big else ac
+        r = asin_poly(x, u if near or big else ac * ac)
+        th = 2.0 * r if near else acos_from(c, r, big)
+        hh = x * x
+        omc = 2.0 * hh if near else 1.0 - c
+        cs = 1.0 - omc if near else c
+        sn = (2.0 * x if near else 1.0) * math.sqrt(1.0 - hh if near else 1.0 - c * c)
+        t2 = th * th
+        series = th * t2 * (1.0 / 3.0 - t2 * (1.0 / 30.0 - t2 * (1.0 / 840.0 - t2 / 45360.0)))
+        smtc = series if near else sn - th * c
+        K[j] = p * (sn + (_PI - th) * cs) * (0.5 / _PI) if pos else 0.0
+        D[j] = p * (_PI * omc - smtc) * (0.5 / _PI) if pos else 0.0
+        T[j] = t * ((_PI - th) * (0.5 / _PI) if pos else 0.25)
+
+
+@nb.njit(nogil=True, cache=True, error_model="numpy")
+def _erf_layer_row(K, T, a, syl, w2, b2, end):
+    """Dense layer then erf for one row, in place: ``a``, ``syl`` hold ``1 + 2 q``."""
+    for j in range(end):
+        b = syl[j]
+        k = w2 * K[j] + b2
+        c = min(1.0, max(-1.0, 2.0 * k / math.sqrt(a * b)))
+        p = 0.5 * math.sqrt((a - 1.0) * (b - 1.0))  # erf_gap in ._array
+        gap = a + b - 1.0 + 4.0 * max((p - k) * (p + k), 0.0)
+        T[j] = (k + w2 * T[j]) * ((4.0 / _PI) / math.sqrt(gap))
+        K[j] = (2.0 / _PI) * vasin(c)
+
+
+@nb.njit(nogil=True, cache=True, error_model="numpy")
+def nn_block(G, dst, sx, syT, depth, relu, w2, b2, inv_d, want_ntk, self_offset, tri, X, Y):
+    """Gram block ``G`` -> NTK (``want_ntk``) or NNGP block in ``dst``, every layer per row.
+
+    ``sx`` (rows x depth + 1) and ``syT`` (depth + 1 x columns) are the per-point
+    statistics of :func:`._array.nn_row_stats`; readout ``w2 K + b2 (+ w2 T)``.
+    """
+    n, m = G.shape
+    K, D, T = np.empty(m), np.empty(m), np.empty(m)
+    half = math.sqrt(0.5)
     for i in range(n):
+        end = _row_end(i, m, self_offset, tri)
         me = self_offset + i if self_offset >= 0 else -1
-        for j in range(m):
-            k = G[i, j] * inv_d
-            K[i, j] = k
-            T[i, j] = 0.0
+        _nn_input_row(G[i], K, D, T, sx[i, 0], syT[0], inv_d, end, me, X[i], Y, relu)
+        for layer in range(1, depth + 1):
             if relu:
-                p = sx[i, 0] * sy[j, 0]
-                dd = max(p - k, 0.0)
-                if j == me:
-                    dd = 0.0
-                elif k > (1.0 - CANCELLATION) * p and p > 0.0:
-                    acc = 0.0
-                    for c in range(d):
-                        diff = X[i, c] / sx[i, 0] - Y[j, c] / sy[j, 0]
-                        acc += diff * diff
-                    dd = p * acc * (0.5 / d)
-                D[i, j] = dd
-
-
-@nb.njit(nogil=True, cache=True)
-def nn_affine(K, D, T, C, sx, sy, layer, w2, b2, relu):
-    """Dense layer ``layer``: ``K <- w2 K + b2``, ``T <- K + w2 T``, the defect update
-    (``affine_defect``), and into ``C`` the argument of the activation's inverse
-    trigonometric function (cosine of the angle for relu, arcsin argument for erf)."""
-    n, m = K.shape
-    scale = 1.0 if layer == 1 else math.sqrt(0.5)
-    for i in range(n):
-        for j in range(m):
-            k = K[i, j]
-            k_new = w2 * k + b2
-            a = sx[i, layer]
-            b = sy[j, layer]
-            if relu:
-                p_new = a * b
-                sa = sx[i, layer - 1] * scale
-                sb = sy[j, layer - 1] * scale
-                dd = D[i, j]
-                if k_new > 0.0:
-                    num = w2 * w2 * dd * (sa * sb + k) + w2 * b2 * ((sa - sb) ** 2 + 2.0 * dd)
-                    D[i, j] = num / (p_new + k_new)
-                else:
-                    D[i, j] = p_new - k_new
-                c = k_new / p_new if p_new > 0.0 else 0.0
+                scale = 1.0 if layer == 1 else half
+                _relu_layer_row(K, D, T, sx[i, layer], sx[i, layer - 1] * scale, syT[layer],
+                                syT[layer - 1], scale, w2, b2, end)
             else:
-                c = 2.0 * k_new / math.sqrt(a * b)
-            C[i, j] = min(1.0, max(-1.0, c))
-            K[i, j] = k_new
-            T[i, j] = k_new + w2 * T[i, j]
+                _erf_layer_row(K, T, sx[i, layer], syT[layer], w2, b2, end)
+        out = dst[i]
+        for j in range(end):
+            k = w2 * K[j] + b2
+            out[j] = k + w2 * T[j] if want_ntk else k
 
 
-@nb.njit(nogil=True, cache=True)
-def nn_activate(K, D, T, C, TH, sx, sy, layer, relu):
-    """Activation of layer ``layer`` given ``TH`` = arccos (relu) or arcsin (erf) of ``C``
-    (``C`` kept: relu reads its cosine there instead of dividing again).
-
-    Relu pairs whose defect is below ``NEAR_PARALLEL * p`` take their angle from the
-    defect instead (``relu_layer`` in :mod:`._array`).
-    """
-    n, m = K.shape
-    for i in range(n):
-        for j in range(m):
-            k = K[i, j]
-            a = sx[i, layer]
-            b = sy[j, layer]
-            if relu:
-                p = a * b
-                if p <= 0.0:
-                    K[i, j] = 0.0
-                    D[i, j] = 0.0
-                    T[i, j] *= 0.25
-                    continue
-                dd = D[i, j]
-                if dd < NEAR_PARALLEL * p:
-                    h = math.sqrt(min(1.0, max(0.0, 0.5 * dd / p)))
-                    th = 2.0 * math.asin(h)
-                    omc = 2.0 * h * h
-                    c = 1.0 - omc
-                    sn = math.sin(th)
-                    t2 = th * th
-                    smtc = th * t2 * (1.0 / 3.0 - t2 * (1.0 / 30.0 - t2 * (1.0 / 840.0
-                                                                           - t2 / 45360.0)))
-                else:
-                    th = TH[i, j]
-                    c = C[i, j]  # min(1, max(-1, k / p)) from nn_affine
-                    sn = math.sqrt(1.0 - c * c)
-                    omc = 1.0 - c
-                    smtc = sn - th * c
-                K[i, j] = p * (sn + (_PI - th) * c) * (0.5 / _PI)
-                D[i, j] = p * (_PI * omc - smtc) * (0.5 / _PI)
-                T[i, j] *= (_PI - th) * (0.5 / _PI)
-            else:
-                p = 0.5 * math.sqrt((a - 1.0) * (b - 1.0))  # erf_gap in ._array
-                gap = a + b - 1.0 + 4.0 * max((p - k) * (p + k), 0.0)
-                T[i, j] *= (4.0 / _PI) / math.sqrt(gap)
-                K[i, j] = (2.0 / _PI) * TH[i, j]
-
-
-@nb.njit(nogil=True, cache=True)
-def nn_finish(K, T, dst, w2, b2, want_ntk):
-    """Readout layer: NNGP ``w2 K + b2``, NTK ``w2 K + b2 + w2 T``, written to ``dst``."""
-    n, m = K.shape
-    for i in range(n):
-        for j in range(m):
-            k = w2 * K[i, j] + b2
-            dst[i, j] = k + w2 * T[i, j] if want_ntk else k
-
-
-@nb.njit(nogil=True, cache=True)
+@nb.njit(nogil=True, cache=True, error_model="numpy")
 def laplacian_block(X, Y, gamma, block, self_offset, tri):
-    """``exp(-gamma * ||x - y||_1)`` computed directly (no Gram product applies)."""
-    n, m = block.shape
-    d = X.shape[1]
-    for i in range(n):
-        for j in range(_row_end(i, m, self_offset, tri)):
-            s = 0.0
-            for k in range(d):
-                s += abs(X[i, k] - Y[j, k])
-            block[i, j] = math.exp(-gamma * s)
+    """``exp(-gamma * ||x - y||_1)`` computed directly (no Gram product applies): the
+    direct path's row passes (:func:`stationary_direct`) over ``Y`` transposed."""
+    stationary_direct(4, X, np.ascontiguousarray(Y.T), gamma, block, self_offset, tri)
 
 
 @nb.njit(nogil=True, cache=True)
@@ -301,7 +285,48 @@ def mirror_rows(out, r0, r1):
             out[j, i] = out[i, j]
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(inline="always", cache=True)
+def _direct_row(code, x, Yt, c, row, end):
+    """``row[:end]`` from the coordinates (see :func:`stationary_rows`): the exponent for
+    codes 0 and 4, the squared distance for Matérn. ``c`` scales the coordinates."""
+    for k in range(Yt.shape[0]):
+        xk = c * x[k]
+        y = Yt[k]
+        if code == 4:
+            if k == 0:
+                for j in range(end):
+                    row[j] = -abs(xk - c * y[j])
+            else:
+                for j in range(end):
+                    row[j] -= abs(xk - c * y[j])
+        elif code == 0:
+            if k == 0:
+                for j in range(end):
+                    t = xk - c * y[j]
+                    row[j] = -t * t
+            else:
+                for j in range(end):
+                    t = xk - c * y[j]
+                    row[j] -= t * t
+        else:
+            if k == 0:
+                for j in range(end):
+                    t = xk - y[j]
+                    row[j] = t * t
+            else:
+                for j in range(end):
+                    t = xk - y[j]
+                    row[j] += t * t
+
+
+@nb.njit(inline="always", cache=True)
+def _direct_scale(code, gamma):
+    # the first pass writes and the others accumulate the exponent directly:
+    # sqrt(gamma) (x - y) for rbf, gamma (x - y) for the L1 Laplacian
+    return gamma if code == 4 else math.sqrt(gamma) if code == 0 else 1.0
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
 def stationary_rows(code, X, Yt, gamma, out):
     """Stationary kernel rows from the coordinates, for inputs of few features.
 
@@ -309,55 +334,45 @@ def stationary_rows(code, X, Yt, gamma, out):
     4: L1 Laplacian. ``Yt`` holds the second point set transposed (features x points),
     so the inner loops run over contiguous points. For codes 0 and 4 ``out`` receives
     the exponent (``-gamma ||x - y||_2^2`` or ``-gamma ||x - y||_1``), to be
-    exponentiated by the caller with NumPy's vectorised ``exp``; for Matérn the value.
+    exponentiated by the caller; for Matérn the value.
     """
-    n = X.shape[0]
-    d, m = Yt.shape
-    # scale the coordinates so that the first pass writes and the others accumulate the
-    # exponent directly: sqrt(gamma) (x - y) for rbf, gamma (x - y) for the L1 Laplacian
-    c = gamma if code == 4 else math.sqrt(gamma) if code == 0 else 1.0
-    for i in range(n):
+    m = Yt.shape[1]
+    c = _direct_scale(code, gamma)
+    for i in range(X.shape[0]):
         row = out[i]
-        for k in range(d):
-            xk = c * X[i, k]
-            if code == 4:
-                if k == 0:
-                    for j in range(m):
-                        row[j] = -abs(xk - c * Yt[k, j])
-                else:
-                    for j in range(m):
-                        row[j] -= abs(xk - c * Yt[k, j])
-            elif code == 0:
-                if k == 0:
-                    for j in range(m):
-                        t = xk - c * Yt[k, j]
-                        row[j] = -t * t
-                else:
-                    for j in range(m):
-                        t = xk - c * Yt[k, j]
-                        row[j] -= t * t
-            else:
-                if k == 0:
-                    for j in range(m):
-                        t = xk - Yt[k, j]
-                        row[j] = t * t
-                else:
-                    for j in range(m):
-                        t = xk - Yt[k, j]
-                        row[j] += t * t
+        _direct_row(code, X[i], Yt, c, row, m)
         if 1 <= code <= 3:  # Matérn: the engine's scalar formulas
             for j in range(m):
                 row[j] = _stationary_value(code, row[j], gamma)
 
 
-_DIRECT = {"rbf": 0, "matern": None, "laplacian": 4}  # pairwise_into's direct path
+@nb.njit(cache=True, nogil=True, error_model="numpy")
+def stationary_direct(code, X, Yt, gamma, out, self_offset, tri):
+    """Kernel values of :func:`stationary_rows` into ``out`` (float64 or float32), the
+    exponential taken in the same pass (``vexp``); ``tri``: columns ``<= self_offset + i``
+    of row ``i`` only. Each row is built in a float64 buffer that stays in cache."""
+    m = Yt.shape[1]
+    c = _direct_scale(code, gamma)
+    buf = np.empty(m)
+    for i in range(X.shape[0]):
+        end = _row_end(i, m, self_offset, tri)
+        _direct_row(code, X[i], Yt, c, buf, end)
+        row = out[i]
+        if code == 0 or code == 4:
+            for j in range(end):
+                row[j] = vexp(buf[j])
+        else:
+            for j in range(end):
+                row[j] = _stationary_value(code, buf[j], gamma)
+
+
+_DIRECT = {"rbf": 0, "matern": None, "laplacian": 4}  # kernels of the direct path
 _DIRECT_MAX_D = 16
 _CACHE_BLOCK_BYTES = 32 * 2**20  # rows per block: a longer GEMM, its pass still in L3
 # (measured, 2 cores: a 20,000^2 float32 rbf matrix of 784 features 6.5 s at 8 MiB, 4.2 s
 # at 32 MiB, 4.7 s at 128 MiB; 20,000 x 64 features 2.5 s -> 1.4 s)
 _MIN_BLOCKS_PER_WORKER = 4  # granularity: the triangle's blocks differ in size
 _MIN_ROWS = 128  # below this a block's GEMM loses efficiency
-_NN_CHUNK_BYTES = 2**19  # rows of one NTK stage buffer (five of them per worker)
 
 
 class NumbaBackend(NumpyBackend):
@@ -366,11 +381,8 @@ class NumbaBackend(NumpyBackend):
     name = "numba"
 
     def _stationary(self, code, block, dst, sx, sy, gamma, self_offset, tri, Xb, Yb):
-        if code == 0:  # Gaussian: compiled distance pass, then NumPy's vectorised exp
-            sqdist_inplace(block, sx, sy, -float(gamma), self_offset, tri, Xb, Yb)
-            np.exp(block, out=dst)
-            return
-        stationary_inplace(code, block, dst, sx, sy, float(gamma), self_offset, tri, Xb, Yb)
+        stationary_inplace(code, block, dst, sx, sy, float(gamma), self_offset, tri, Xb, Yb,
+                           dst is block)
 
     def _dot(self, code, block, dst, sx, sy, gamma, degree, coef0, self_offset, tri):
         if code == 1 and float(degree).is_integer() and 1 <= degree <= _MAX_INT_POWER:
@@ -383,24 +395,10 @@ class NumbaBackend(NumpyBackend):
 
     def _nn(self, block, dst, sx, sy, depth, act, w2, b2, inv_d, want_ntk, self_offset, tri,
             Xb, Yb):
-        sx, sy = np.ascontiguousarray(sx), np.ascontiguousarray(sy)
-        w2, b2, inv_d = float(w2), float(b2), float(inv_d)
-        relu = act == 0
-        trig = np.arccos if relu else np.arcsin
-        n, m = block.shape
-        rows = max(1, _NN_CHUNK_BYTES // (8 * m))
-        buf = np.empty((5, min(rows, n), m))
-        for a in range(0, n, rows):
-            b = min(n, a + rows)
-            cols = min(m, self_offset + b) if tri else m
-            K, D, T, C, TH = (buf[q, : b - a, :cols] for q in range(5))
-            nn_start(block[a:b, :cols], K, D, T, sx[a:b], sy[:cols], inv_d, relu,
-                     self_offset + a if self_offset >= 0 else -1, Xb[a:b], Yb[:cols])
-            for layer in range(1, depth + 1):
-                nn_affine(K, D, T, C, sx[a:b], sy[:cols], layer, w2, b2, relu)
-                trig(C, out=TH)
-                nn_activate(K, D, T, C, TH, sx[a:b], sy[:cols], layer, relu)
-            nn_finish(K, T, dst[a:b, :cols], w2, b2, want_ntk)
+        cols = block.shape[1]
+        nn_block(block, dst, np.ascontiguousarray(sx), np.ascontiguousarray(sy[:cols].T),
+                 depth, act == 0, float(w2), float(b2), float(inv_d), want_ntk, self_offset,
+                 tri, Xb, Yb)
 
     def _laplacian(self, Xb, Yb, gamma, block, self_offset, tri):
         laplacian_block(Xb, Yb, float(gamma), block, self_offset, tri)
@@ -409,19 +407,32 @@ class NumbaBackend(NumpyBackend):
         mirror_rows(out, r0, r1)
 
     def pairwise_into(self, spec, X, Y=None, out=None):
-        """Stationary kernels of few features from the coordinates, threaded by row blocks.
+        """Stationary kernels of few features from the coordinates (:meth:`_direct`),
+        into ``out`` when it has the shape; other kernels: :meth:`pairwise`."""
+        code = self.direct_code(spec, X, Y)
+        if code < 0:
+            return self.pairwise(spec, X, Y)
+        shape = (X.shape[0], (X if Y is None else Y).shape[0])
+        if out is None or out.shape != shape or out.dtype != np.float64:
+            out = np.empty(shape)
+        return self._direct(code, float(spec.params[0]), X, Y, out)
+
+    def _direct_pairwise(self, spec, X, Y, out_dtype):
+        code = self.direct_code(spec, X, Y)
+        if code < 0:
+            return None
+        out = np.empty((X.shape[0], (X if Y is None else Y).shape[0]), dtype=out_dtype)
+        return self._direct(code, float(spec.params[0]), X, Y, out)
+
+    def _direct(self, code, gamma, X, Y, out):
+        """Rbf, Matérn or Laplacian ``k(X, Y)`` of few features from the coordinates.
 
         With ``d <= 16`` features the GEMM behind :meth:`pairwise` is memory-bound (its
-        inner dimension is tiny); a direct pass over the coordinates is several times
-        faster and exact for near-duplicate points. ``k(X, X)`` is computed on the lower
-        triangle and mirrored. Other kernels: :meth:`pairwise`.
+        inner dimension is tiny); a direct pass over the coordinates per row, the
+        exponential in the same pass, is several times faster and exact for
+        near-duplicate points. ``k(X, X)`` is computed on the lower triangle and
+        mirrored, threaded by row blocks.
         """
-        name, p = spec
-        if name not in _DIRECT or X.shape[1] > _DIRECT_MAX_D:
-            return self.pairwise(spec, X, Y)
-        from ._array import STATIONARY_CODES
-
-        code = _DIRECT[name] if name != "matern" else STATIONARY_CODES[("matern", p[1])]
         X = np.ascontiguousarray(X, dtype=np.float64)
         Yt = np.ascontiguousarray((X if Y is None else Y).T, dtype=np.float64)
         if max(float(np.abs(X).max(initial=0.0)), float(np.abs(Yt).max(initial=0.0))) > 1e150:
@@ -429,26 +440,21 @@ class NumbaBackend(NumpyBackend):
             Yf = X if Y is None else Yt.T
             shift = np.concatenate([X, Yf]).mean(axis=0) if Y is not None else X.mean(axis=0)
             self._check_centered_norms(X - shift, Yf - shift, X, Y)
-        if out is None or out.shape != (X.shape[0], Yt.shape[1]):
-            out = np.empty((X.shape[0], Yt.shape[1]))
-        gamma = float(p[0])
+        tri = Y is None
 
         def job(r0, r1, scratch):
-            cols = r1 if Y is None else Yt.shape[1]
-            block = out[r0:r1, :cols]
-            stationary_rows(code, X[r0:r1], Yt[:, :cols], gamma, block)
-            if code == 0 or code == 4:
-                np.exp(block, out=block)
-            if Y is None:
+            stationary_direct(code, X[r0:r1], Yt, gamma, out[r0:r1], r0 if tri else -1, tri)
+            if tri:
                 self._mirror_rows(out, r0, r1)
 
         self._map_blocks(job, X.shape[0], Yt.shape[1], scratch=False)
         return out
 
-    def direct_code(self, spec, X):
-        """The :func:`stationary_rows` code of ``spec`` for host points ``X``, else -1."""
+    def direct_code(self, spec, X, Y=None):
+        """The :func:`stationary_rows` code of ``spec`` for host points ``X`` (and ``Y``),
+        else -1."""
         if (spec is None or X is None or spec.name not in _DIRECT or X.shape[1] > _DIRECT_MAX_D
-                or not isinstance(X, np.ndarray)):
+                or not isinstance(X, np.ndarray) or not isinstance(Y, (np.ndarray, type(None)))):
             return -1
         from ._array import STATIONARY_CODES
 

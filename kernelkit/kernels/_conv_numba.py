@@ -11,58 +11,14 @@ with the reference to a few ulps rather than bit for bit.
 """
 
 import math
-from fractions import Fraction
 
 import numba as nb
 import numpy as np
 
+from ..backend._vmath import vacos as _acos  # branch-free: its loops vectorise
+
 _PI = math.pi
 _INV2PI = 1.0 / (2.0 * math.pi)
-
-
-def _asin_series(n):
-    """The first ``n`` coefficients of ``asin(s) = s + s z sum_k c_k z**(k-1)``, ``z = s**2``."""
-    out, c = [], Fraction(1)
-    for k in range(1, n + 1):
-        c *= Fraction((2 * k - 1), 2 * k)  # (2k)! / (4**k (k!)**2)
-        out.append(float(c / (2 * k + 1)))
-    return np.array(out)
-
-
-# on |s| <= 1/2 (z <= 1/4) the terms after the 24th add less than 3e-18 relative
-_ASIN_C = _asin_series(24)
-
-
-@nb.njit(inline="always", cache=True)
-def _acos(c):
-    """``acos(c)`` on [-1, 1] within an ulp of libm's, branch-free so loops vectorise.
-
-    ``asin`` by its Taylor series on ``|s| <= 1/2`` (a polynomial in ``z = s**2`` with
-    positive coefficients, by Estrin's scheme); for ``|c| > 1/2`` through
-    ``acos(|c|) = 2 asin(sqrt((1 - |c|) / 2))``.
-    """
-    a = abs(c)
-    big = a > 0.5
-    h = (1.0 - a) * 0.5
-    sq = math.sqrt(h)
-    z = h if big else a * a
-    s = sq if big else a
-    C = _ASIN_C  # Estrin's scheme: a short dependency chain (Horner's is 24 deep)
-    z2 = z * z
-    z4 = z2 * z2
-    z8 = z4 * z4
-    q0 = (C[0] + C[1] * z) + (C[2] + C[3] * z) * z2
-    q1 = (C[4] + C[5] * z) + (C[6] + C[7] * z) * z2
-    q2 = (C[8] + C[9] * z) + (C[10] + C[11] * z) * z2
-    q3 = (C[12] + C[13] * z) + (C[14] + C[15] * z) * z2
-    q4 = (C[16] + C[17] * z) + (C[18] + C[19] * z) * z2
-    q5 = (C[20] + C[21] * z) + (C[22] + C[23] * z) * z2
-    p = (q0 + q1 * z4) + ((q2 + q3 * z4) + (q4 + q5 * z4) * z8) * z8
-    r = s + s * z * p
-    r2 = 2.0 * r
-    rb = r2 if c > 0 else _PI - r2
-    rs = 0.5 * _PI - (r if c >= 0 else -r)
-    return rb if big else rs
 
 
 @nb.njit(inline="always", cache=True)
