@@ -80,7 +80,10 @@ def test_cholesky_loo_values_and_temperature_equal_explicit_refits(k):
     np.testing.assert_allclose(clf.calibration_temperature_, beta, rtol=1e-6)
 
 
-def test_pcg_holdout_values_are_those_of_a_fit_without_them():
+def test_pcg_holdout_values_are_those_of_a_fit_without_them(monkeypatch):
+    import kernelkit.ridge._ridge_proba as rp
+
+    monkeypatch.setattr(rp, "LOO_MAX_ROWS", 0)  # the held-out split, whatever the size
     X, y, w = _data(n=60)
     clf = KernelRidgeClassifier(alpha=0.5, kernel="rbf", gamma=GAMMA, solver="pcg", tol=1e-12,
                                 random_state=0).fit(X, y, sample_weight=w)
@@ -93,6 +96,71 @@ def test_pcg_holdout_values_are_those_of_a_fit_without_them():
     train = np.setdiff1d(np.arange(len(y)), rows)
     ref = KernelRidge(alpha=0.5, kernel="rbf", gamma=GAMMA).fit(X[train], Y[train], w[train])
     np.testing.assert_allclose(dec, ref.predict(X[rows]), rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("k, intercept", [(2, False), (3, False), (3, True)])
+def test_small_pcg_fit_calibrates_on_exact_loo_values(k, intercept):
+    # up to LOO_MAX_ROWS a pcg fit takes the exact leave-one-out values (from a Cholesky
+    # factor of the same system): those of explicit refits, the temperature of the
+    # cholesky solver's fit, and no random draw (random_state=None refits agree)
+    X, y, w = _data(n=50, k=k, seed=4)
+    alpha = 0.3
+    make = lambda solver: KernelRidgeClassifier(  # noqa: E731
+        alpha=alpha, kernel="rbf", gamma=GAMMA, solver=solver, tol=1e-12,
+        fit_intercept=intercept)
+    clf = make("pcg").fit(X, y, sample_weight=w)
+    assert clf.solver_ == "pcg"
+    Y = _pm1(y, clf.classes_)
+    clf._y_idx = np.searchsorted(clf.classes_, y)
+    rows, loo = clf._fit_targets(X, Y, w, oos=True)
+    np.testing.assert_array_equal(rows, np.arange(len(y)))
+    ref = _refit_loo(lambda: KernelRidge(alpha=alpha, kernel="rbf", gamma=GAMMA,
+                                         fit_intercept=intercept), X, Y, w)
+    np.testing.assert_allclose(loo, ref, rtol=1e-8, atol=1e-10)
+    chol = make("cholesky").fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(clf.calibration_temperature_, chol.calibration_temperature_,
+                               rtol=1e-10)
+    again = make("pcg").fit(X, y, sample_weight=w)
+    assert again.calibration_temperature_ == clf.calibration_temperature_
+
+
+def test_auto_solver_of_a_calibrated_classifier_factors_once(monkeypatch):
+    # above AUTO_MIN_SAMPLES "auto" weighs pcg against Cholesky; with the calibration on
+    # and n <= LOO_MAX_ROWS one factorization gives the fit and its leave-one-out values
+    import kernelkit.ridge._ridge_proba as rp
+    from kernelkit.ridge._auto import AUTO_MIN_SAMPLES
+
+    rng = np.random.RandomState(5)
+    n = AUTO_MIN_SAMPLES + 100
+    assert n <= rp.LOO_MAX_ROWS
+    X = rng.randn(n, 5)
+    y = (X[:, 0] + 0.5 * rng.randn(n) > 0).astype(int)
+    clf = KernelRidgeClassifier(alpha=1.0, kernel="rbf", gamma=0.2).fit(X, y)
+    assert clf.solver_ == "cholesky"
+    ref = KernelRidgeClassifier(alpha=1.0, kernel="rbf", gamma=0.2, solver="cholesky").fit(X, y)
+    assert clf.calibration_temperature_ == ref.calibration_temperature_
+    np.testing.assert_array_equal(clf.dual_coef_, ref.dual_coef_)
+
+
+def test_pcg_holdout_split_is_fixed_when_random_state_is_none(monkeypatch):
+    # beyond LOO_MAX_ROWS: the split of random_state=None is drawn with SPLIT_SEED, so
+    # refits hold out the same rows and agree on the temperature (to the solver's tol)
+    import kernelkit.ridge._ridge_proba as rp
+
+    monkeypatch.setattr(rp, "LOO_MAX_ROWS", 0)
+    X, y, w = _data(n=80, seed=6)
+    fits = [KernelRidgeClassifier(alpha=0.5, kernel="rbf", gamma=GAMMA, solver="pcg",
+                                  tol=1e-12).fit(X, y, sample_weight=w) for _ in range(3)]
+    held = []
+    for clf in fits:
+        clf._y_idx = np.searchsorted(clf.classes_, y)
+        held.append(clf._fit_targets(X, _pm1(y, clf.classes_), w, oos=True)[0])
+    expect = np.flatnonzero(rp.calibration_split(np.searchsorted(fits[0].classes_, y), w,
+                                                 np.random.RandomState(rp.SPLIT_SEED)))
+    for rows, clf in zip(held, fits):
+        np.testing.assert_array_equal(rows, expect)
+        np.testing.assert_allclose(clf.calibration_temperature_,
+                                   fits[0].calibration_temperature_, rtol=1e-8)
 
 
 @pytest.mark.parametrize("k", [2, 3])
@@ -135,10 +203,36 @@ def test_proba_argmax_is_predict_and_rows_sum_to_one(seed, k, n, name):
     P = clf.predict_proba(X)
     np.testing.assert_allclose(P.sum(1), 1.0, rtol=1e-12)
     np.testing.assert_allclose(np.exp(clf.predict_log_proba(X)), P, rtol=1e-12)
-    d = clf.decision_function(X)
+    np.testing.assert_array_equal(clf.classes_[P.argmax(1)], clf.predict(X))  # every row
+    d = clf.decision_function(X)  # ... and it is the decision's class where they differ
     clear = (np.abs(d) > 1e-9) if d.ndim == 1 else (np.sort(d, 1)[:, -1] - np.sort(d, 1)[:, -2]
                                                      > 1e-9)
-    np.testing.assert_array_equal(clf.classes_[P.argmax(1)][clear], clf.predict(X)[clear])
+    top = (d > 0).astype(int) if d.ndim == 1 else d.argmax(1)
+    np.testing.assert_array_equal(clf.classes_[top][clear], clf.predict(X)[clear])
+
+
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("name", ["krr", "falkon"])
+def test_underflowing_rows_predict_the_probabilities_arg_max(name, k):
+    # queries far from every training row: the Gaussian kernel underflows (e^-78 and
+    # below), the decision values differ at that scale, the probabilities are uniform;
+    # predict resolves the tie as argmax(predict_proba) does (the first class)
+    X, y, _ = _data(n=40, k=k, seed=7)
+    clf = _MODELS[name]().fit(X, y)
+    t = np.linspace(0, 2 * np.pi, 36, endpoint=False)  # a circle around the data, radius
+    cand = X.mean(0) + np.sqrt(240.0) * np.column_stack([np.cos(t), np.sin(t)])  # ~15.5
+    d = clf.decision_function(cand)  # k to the nearest row ~e^-78, to the farthest ~e^-171
+    assert np.all(np.abs(d) < 1e-25) and np.all(np.abs(d) > 0)
+    S = np.column_stack([-d, d]) if d.ndim == 1 else d
+    assert np.any(S.argmax(1) != 0)  # the decision alone would pick another class
+    P = clf.predict_proba(cand)
+    assert np.all(P == P[:, :1])  # uniform to the last bit
+    np.testing.assert_allclose(P, 1.0 / k, rtol=1e-15)
+    np.testing.assert_array_equal(clf.predict(cand), np.full(len(cand), clf.classes_[0]))
+    # a clear row keeps the decision's class
+    np.testing.assert_array_equal(clf.predict(X[:5]), clf.classes_[
+        (clf.decision_function(X[:5]) > 0).astype(int) if k == 2
+        else clf.decision_function(X[:5]).argmax(1)])
 
 
 @pytest.mark.parametrize("name", sorted(_MODELS))
@@ -319,3 +413,25 @@ def test_falkon_auto_calibration_switches_on_cost(monkeypatch):
     monkeypatch.setattr(fk, "_HOLDOUT_ROWS", 3)  # capped: ceil(3 / 60 n_k) of each class
     rows, _ = _falkon_oos(b, X, y, w)
     assert len(rows) == len(np.unique(y))
+
+
+@pytest.mark.parametrize("tol", [1e-5, 1e-3])  # float64 K_nM; float32 with float64 rounds
+def test_falkon_holdout_log_reports_the_systems_residual(monkeypatch, capsys, tol):
+    # the held-out solve is a correction from the full fit: its CG lines are relative to
+    # the correction's own right-hand side, its summary to the system's, within
+    # max(tol, _HOLDOUT_TOL) as documented
+    import re
+
+    import kernelkit.ridge._falkon_loo as fk
+
+    monkeypatch.setattr(fk, "_LOO_SHARE", -1.0)
+    X, y, _ = _data(n=300, k=3, seed=8)
+    FalkonClassifier(alpha=0.05, n_centers=30, gamma=GAMMA, tol=tol, random_state=0,
+                     verbose=1).fit(X, y)
+    lines = capsys.readouterr().out.splitlines()
+    head = next(x for x in lines if "held-out rows: the correction" in x)
+    line = next(x for x in lines if "held-out solve" in x)
+    assert lines.index(head) < lines.index(line)
+    res = float(re.search(r"max_rel_residual=([0-9.eE+-]+)", line).group(1))
+    stop = float(re.search(r"tol=([0-9.eE+-]+)", line).group(1))
+    assert stop == max(tol, fk._HOLDOUT_TOL) and 0 < res <= stop

@@ -223,6 +223,8 @@ class _FalkonBase(ArrayAPIMixin, BaseEstimator):
                 ratio = (np.linalg.norm(pre.Bt(rhs), axis=0)
                          / np.maximum(np.linalg.norm(pre.Bt(r0), axis=0), 1e-300))
                 tol_d = min(0.5, tol * float(ratio.min()))
+                progress(f"held-out rows: the correction from the full fit, to {tol_d:.3g} "
+                         f"of its own residual (tol {tol:.3g} of the system's)", level=1)
                 if normal.mixed:
                     d, it, rel = _refined_solve(pre, apply, apply64, H64, r0, tol_d, max_iter,
                                                 progress)
@@ -231,6 +233,8 @@ class _FalkonBase(ArrayAPIMixin, BaseEstimator):
                                                      progress=progress, patience=_PATIENCE64)
                     d = pre.B(gd)
                 beta, rel = beta0 + d, rel / ratio
+                progress("held-out solve", it, max_iter, level=1, tol=tol,
+                         max_rel_residual=float(rel.max()))
             elif start is not None:  # from the true residual at start: rounds of correction
                 beta, it, rel = _refined_solve(pre, apply, apply64, H64, rhs, tol, max_iter,
                                                progress, exact=not normal.mixed,
@@ -599,11 +603,13 @@ class FalkonClassifier(_ClassifierMixin, _FalkonBase):
         (``K_nM``, the factorizations, one pass over ``K_nM`` per CG step; in
         practice small problems, ``n`` below ~1,000 with the default centers), else
         a held-out split: a stratified tenth of each class's positive-weight rows
-        that are not centers (at most 5,000 rows, drawn with ``random_state``) gets
+        that are not centers (at most 5,000 rows, drawn with ``random_state``; with
+        None, a fixed seed) gets
         weight 0 in a second solve of the same weighted normal equations on the same
         centers and ``K_nM``, warm-started from the full solution and preconditioned
         by the fit's own preconditioner (exactly FALKON's for that system), to a
-        relative residual of ``max(tol, 1e-2)``: the model those rows are out of,
+        relative residual of ``max(tol, 1e-2)`` of the system's right-hand side
+        (``verbose``: the ``held-out solve`` line): the model those rows are out of,
         for a few CG steps (measured 0.1-0.3x the fit; the temperature within 2e-3
         of a fully converged split's). The fitted model is the full-data one either
         way. ``loss="logistic"`` fits no temperature.

@@ -31,7 +31,7 @@ from scipy import linalg
 
 from ..utils._threads import blas_threads_for, single_blas_thread
 from ._falkon_ops import _fortran_gram
-from ._ridge_proba import HOLDOUT_FRACTION, calibration_split
+from ._ridge_proba import HOLDOUT_FRACTION, calibration_split, split_rng
 
 _LOO_ROWS = 20000  # rows whose leave-one-out values calibrate the classifier
 # calibration="auto": exact Nystrom leave-one-out values while their estimated cost is at
@@ -51,7 +51,10 @@ def exact_loo_is_cheap(n, m, d, n_iter, held):
     when ``K_nM`` is not held) at most ``_LOO_SHARE`` times the fit's (``K_nM``:
     ``2 n M (d + 8)``; the factorizations: ``M^3``; each CG step: one memory-bound pass
     over ``K_nM``, counted as ``_CG_STEP_FLOPS n M`` flops; fixed costs:
-    ``_FIT_FIXED_FLOPS``). Deterministic: the same data and seed take the same path."""
+    ``_FIT_FIXED_FLOPS``). Deterministic: the same data and seed take the same path.
+    (Not a floor of absolute cost: taking them on all small problems measured worse
+    test log-loss than the held-out split: digits 0.108 against 0.092, Fashion-MNIST
+    1,347 and 3,000 rows 0.629 / 0.538 against 0.607 / 0.535.)"""
     r = min(n, _LOO_ROWS)
     loo = (3.0 * n + 2.0 * r) * m * m + m ** 3 / 3.0
     if not held:
@@ -169,7 +172,9 @@ def holdout_values(est, normal, pre, op, X, C, idx, lam, coef, Y, sw, rng, tol, 
 
     A stratified ``min(10%, _HOLDOUT_ROWS / n)`` of each class's positive-weight rows
     that are not centers (:func:`~kernelkit.ridge._ridge_proba.calibration_split`,
-    drawn with ``rng``; centers too only when too few other rows exist) get weight
+    drawn with ``rng``, or with a fixed seed when ``random_state`` is None:
+    :func:`~kernelkit.ridge._ridge_proba.split_rng`; centers too only when too few
+    other rows exist) get weight
     0 in a second solve of the same weighted normal equations on the same centers
     and ``K_nM``: exactly the Nyström estimator those rows are out of. The centers'
     weights are unchanged, so the fit's preconditioner is FALKON's for this system
@@ -179,6 +184,7 @@ def holdout_values(est, normal, pre, op, X, C, idx, lam, coef, Y, sw, rng, tol, 
     fit took 25-41. Returns
     ``(rows, values)``, or None when no row can be held out."""
     n, m = X.shape[0], C.shape[0]
+    rng = split_rng(est.random_state, rng)
     frac = min(HOLDOUT_FRACTION, _HOLDOUT_ROWS / n)
     live = np.ones(n) if sw is None else sw
     if idx is not None:  # centers stay in: a center without its own row (little else

@@ -26,15 +26,14 @@ from ..kernels._resolve import KernelOperator
 from ..utils._array_api import ArrayAPIMixin
 from ..utils._class_weight import check_class_weight, row_weights
 from ..utils._classes import CALIBRATION_ATTR_DOC, CALIBRATION_DOC, OneVsAllClassifierMixin
-from ..utils._linalg import solve_ridge, weighted_kernel
 from ..utils._state import atomic
 from ..utils._validation import check_bool, check_kernel_matrix
 from ..utils._verbose import check_verbose
 from . import _auto
 from ._gp import ridge_predict_moments
-from ._intercept import FIT_INTERCEPT_DOC, bordered_inv_diag, joint_rhs, split_joint
+from ._intercept import FIT_INTERCEPT_DOC, joint_rhs, split_joint
 from ._pcg import DEFAULT_MAX_ITER, KernelProduct, pcg_ridge, product_dtype
-from ._ridge_proba import holdout_decision, loo_decision
+from ._ridge_proba import cholesky_fit, loo_by_cholesky, pcg_oos
 
 _SPARSE = ("csr", "csc")  # sparse X is evaluated by scikit-learn's kernels (kernel_metrics())
 SOLVERS = ("auto", "cholesky", "pcg")
@@ -116,6 +115,9 @@ class _KernelRidgeBase(ArrayAPIMixin, BaseEstimator):
         n_targets = 1 if Y.ndim == 1 else Y.shape[1]
         alpha = _check_alpha(self.alpha, n_targets)
         solver, tol, max_iter, verbose = self._check_solver(X.shape[0], alpha)
+        if oos and solver == "auto" and loo_by_cholesky(X.shape[0], self._cache_mib()):
+            solver = "cholesky"  # one factorization: the fit and its leave-one-out values
+        psd = not self._precomputed() and isinstance(self._get_kernel(), _PD_KERNELS)
         progress = _auto.announce(self, verbose, solver, X.shape, n_targets, alpha, max_iter)
         sw, Y0 = None, Y
         if sample_weight is not None:
@@ -155,25 +157,10 @@ class _KernelRidgeBase(ArrayAPIMixin, BaseEstimator):
             else:
                 dual, b = split_joint(Z, Y, u)
                 if oos:
-                    out = holdout_decision(self, X, Y0, sw, product, solve, rng)
+                    out = pcg_oos(self, X, Y, Y0, sw, product, solve, rng,
+                                  (rhs, rhs_alpha, u), psd)
         if solver == "cholesky":
-            K = self._kernel_matrix(X, None)
-            # a matrix computed here is the factorization's workspace (no copy), unless the
-            # calibration reads K again (zero-weight rows' fitted values)
-            Kw, own = weighted_kernel(K, sw, owned=self._owns_kernel_matrix()
-                                      and not (oos and sw is not None))
-            res = solve_ridge(Kw, rhs, rhs_alpha, return_inv_diag=oos, overwrite_k=own,
-                              psd=not self._precomputed()
-                              and isinstance(self._get_kernel(), _PD_KERNELS))
-            Z = res[0] if oos else res
-            dual, b = split_joint(Z, Y, u)
-            if oos:
-                z = dual.reshape(len(K), -1)
-                c = z if sw is None else z * sw[:, None]
-                d = res[1] if u is None else bordered_inv_diag(res[1], Z, Y, u)
-                b0 = 0.0 if b is None else b
-                out = (np.arange(len(K)), loo_decision(Y0.reshape(len(K), -1), z, d, sw,
-                                                       lambda rows: K[rows] @ c + b0))
+            dual, b, out = cholesky_fit(self, X, Y, Y0, sw, rhs, rhs_alpha, u, oos, psd)
             progress.done("kernel matrix and Cholesky solve")
             self.n_iter_ = 1  # a direct solve is one step (sklearn: n_iter_ >= 1 with max_iter)
             self.preconditioner_rank_ = None
@@ -313,7 +300,8 @@ _COMMON_DOC = """
         says); when ``n^2`` entries do not fit, every product recomputes it blockwise in
         ``working_memory`` (slower, ``O(n)`` memory).
     random_state : int, RandomState instance or None, default=None
-        pcg: seeds the pivots of the randomly pivoted Cholesky preconditioner.
+        pcg: seeds the pivots of the randomly pivoted Cholesky preconditioner (and
+        a classifier's held-out calibration split; None: a fixed seed for the split).
     verbose : int, default=0
         pcg: 1 prints a summary line (and ``"auto"``'s predicted costs), 2 every
         iteration and preconditioner rank.
@@ -680,11 +668,13 @@ _CLASSES_DOC = """
         them (``"balanced"``: ``n_samples / (n_classes * bincount(y))``), multiplied
         with ``sample_weight``. A class that is not in ``y`` is a ValueError.
     """ + CALIBRATION_DOC + """
-        Out-of-sample values: solver ``"cholesky"``, the exact leave-one-out decision
-        values of the fit itself (the diagonal of ``(K + alpha W^-1)^-1`` from its
-        Cholesky factor: one triangular inversion, as many flops as the
-        factorization); solver ``"pcg"``, a stratified tenth of the rows held out
-        (drawn with ``random_state``) and a second pcg solve without them (about
+        Out-of-sample values: up to 2,000 rows (and a float64 ``K`` within
+        ``cache_size``), whatever the solver, the exact leave-one-out decision values
+        of the fit (the diagonal of ``(K + alpha W^-1)^-1`` from a Cholesky factor:
+        one triangular inversion, as many flops as the factorization; ``solver="auto"``
+        then fits by that factorization too); beyond, with solver ``"pcg"``, a
+        stratified tenth of the rows held out (drawn with ``random_state``; with None,
+        a fixed seed, so that refits agree) and a second pcg solve without them (about
         doubling the solve). See the user guide, "Probabilities and class weights"."""
 
 _names = "rbf, laplacian, matern, polynomial, linear, cosine, ntk, nngp"

@@ -6,9 +6,14 @@ softmax at one inverse temperature ``beta > 0``,
     p_k(x) = exp(beta s_k(x)) / sum_j exp(beta s_j(x)),
 
 with ``beta`` fitted by minimising the (weighted) log-loss of *out-of-sample*
-decision values: leave-one-out values where the solver gives them cheaply, otherwise
-a held-out split. One positive scale never changes the arg-max, so
-``argmax(predict_proba) == predict`` holds by construction; for two classes the map
+decision values: exact leave-one-out values where they are cheap (kernel ridge up to
+2,000 rows whatever its solver, FALKON's Nyström values on small problems), otherwise
+a held-out split (drawn with a fixed seed when ``random_state`` is None), internal
+folds or prequential values. One positive scale never changes the arg-max, so
+``argmax(predict_proba) == predict`` holds by construction (where probabilities tie
+to rounding while the scores do not, ``predict`` takes the first tied class, as
+``argmax`` does: :meth:`~kernelkit.utils._classes.OneVsAllClassifierMixin._label_index`);
+for two classes the map
 is ``sigmoid(beta s)``, Platt scaling without an intercept (an intercept would move
 the decision threshold). This is "temperature scaling" (Guo, Pleiss, Sun & Weinberger,
 "On Calibration of Modern Neural Networks", ICML 2017); the log-loss is convex in

@@ -75,11 +75,26 @@ class OneVsAllClassifierMixin(ClassifierMixin):
         Returns
         -------
         y_pred : ndarray of shape (n_samples,)
-            Labels from ``classes_``.
+            Labels from ``classes_``: the largest decision value (two classes: the
+            second when positive); with probabilities, ``argmax(predict_proba)``,
+            the same class except where they tie to rounding (see
+            :meth:`_label_index`).
         """
-        scores = self.decision_function(X)
-        idx = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
+        idx = self._label_index(self.decision_function(X))  # NotFittedError first
         return self.classes_[idx]
+
+    def _label_index(self, scores):
+        """Index in ``classes_`` of each row's class, from ``decision_function``'s
+        ``scores``. A calibrated model takes the arg-max of the probability row that
+        :meth:`predict_proba` computes from the same scores: the decision's arg-max
+        (one positive scale keeps it), except where probabilities tie in float64
+        while the scores do not (a kernel underflowing leaves scores of +-1e-36 and
+        uniform probabilities); both then resolve to the first tied class, so
+        ``argmax(predict_proba) == predict`` holds on every row."""
+        beta = getattr(self, "calibration_temperature_", None)
+        if beta is not None and _calibration_on(self) and np.all(np.isfinite(scores)):
+            return np.exp(predict_log_proba_from(scores, beta)).argmax(axis=1)
+        return (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
 
     # ------------------------------------------------------------ calibration
     def _check_calibration(self):
@@ -132,7 +147,8 @@ class OneVsAllClassifierMixin(ClassifierMixin):
         """Class probabilities ``softmax(calibration_temperature_ * decision_function(X))``.
 
         For two classes ``p_1 = sigmoid(calibration_temperature_ * decision_function(X))``.
-        ``argmax(predict_proba(X)) == predict(X)`` (ties aside).
+        ``argmax(predict_proba(X)) == predict(X)`` on every row (:meth:`predict`
+        resolves probabilities tied to rounding as ``argmax`` does).
 
         Parameters
         ----------
