@@ -46,44 +46,58 @@ from ..utils._threads import blas_threads_for, single_blas_thread
 from ..utils._verbose import Progress, flops
 from ._falkon_logistic_pre import _ClassPreconditioner
 from ._falkon_ops import _FalkonPreconditioner, _fortran_gram, _NystromNormalOperator
-from ._pcg import conjugate_gradient, product_dtype
+from ._pcg import product_dtype
 
 _RATIO = 0.1          # each penalty of the path is this times the previous one
-_LEVEL_STEPS = 2      # Newton steps per intermediate penalty (the paper's "a few")
-_LEVEL_TOL = 1e-2     # their CG tolerance and relative change of the fitted values
-_FINAL_CAP = 0.1     # the loosest CG tolerance at the target penalty
+_START = 1e-2          # the first penalty, times the data term's curvature scale
+_LEVEL_STEPS = 1      # Newton steps per intermediate penalty (the paper's "a few")
+_LEVEL_CG = 0.2       # their CG tolerance (a constant relative accuracy, as the paper's)
+_LEVEL_CHANGE = 1e-2  # an intermediate penalty's steps stop below this relative change
+_FINAL_CAP = 0.3      # the loosest CG tolerance at the target penalty
+_STALL = 10           # CG iterations without a 10% lower residual: stalled
 _MAX_NEWTON = 50      # Newton steps at the target penalty
+_REUSE = 0.3          # a preconditioner is kept while its weights move less (L1, relative)
+_F32_CG_MIN = 1e-3    # float32 Hessian products while the CG tolerance is at least this
 _CLASS_PRE_BYTES = 2 * 2**30  # at most this for the k per-class factors (else shared)
-_CLASS_MIN_CG = 10    # per-class preconditioner from a Newton step after one this long
 _MIXED_MAX_ERROR = 1e-4  # the float32 K_nM promise of the squared loss (ridge/_falkon.py)
 
 
 class _Logistic:
-    """Binary (one output, ``y = +-1``) or multinomial (one-vs-all +-1 columns) log-loss."""
+    """Binary (one output, ``y = +-1``) or multinomial (one-vs-all +-1 columns) log-loss.
+
+    :meth:`gradient_rows` runs on row blocks of the fused pass over ``K_nM`` (several
+    blocks at once, each writing its own rows) and keeps what :meth:`hess` and the
+    preconditioner's weights need.
+    """
 
     def __init__(self, Y, w):
         self.binary = Y.shape[1] == 1
         self.Y = Y[:, 0] if self.binary else (Y > 0).astype(np.float64)
         self.w = w
-        self.H = None
+        n, k = Y.shape
+        self.H = np.empty(n if self.binary else (n, k))
+        self.dk = np.empty((n, k))  # the Hessian blocks' diagonals (preconditioner weights)
 
     def value(self, F):
         if self.binary:
             return float(np.dot(self.w, np.logaddexp(0.0, -self.Y * F[:, 0])))
         return -float(np.dot(self.w, np.einsum("ij,ij->i", self.Y, log_softmax(F, axis=1))))
 
-    def derivatives(self, F):
-        """The gradient in ``F`` (n, k), the Hessian held for :meth:`hess`, and a
-        per-row Hessian weight for the preconditioner."""
+    def gradient_rows(self, F, r0, r1):
+        """The gradient in the fitted values ``F`` of rows ``r0:r1``; keeps their Hessian."""
+        w = self.w[r0:r1]
         if self.binary:
-            t = self.Y * F[:, 0]
-            self.H = self.w * expit(t) * expit(-t)
-            return (-self.w * self.Y * expit(-t))[:, None], self.H
+            t = self.Y[r0:r1] * F[:, 0]
+            self.H[r0:r1] = self.dk[r0:r1, 0] = w * expit(t) * expit(-t)
+            return (-w * self.Y[r0:r1] * expit(-t))[:, None]
         P = np.exp(log_softmax(F, axis=1))
-        self.H = P
-        self.dk = self.w[:, None] * (P * (1.0 - P))  # the softmax blocks' diagonals
-        d = np.mean(self.dk, axis=1)  # their mean
-        return self.w[:, None] * (P - self.Y), d
+        self.H[r0:r1] = P
+        self.dk[r0:r1] = w[:, None] * (P * (1.0 - P))
+        return w[:, None] * (P - self.Y[r0:r1])
+
+    def probabilities(self, F):
+        """The model's probabilities at the fitted values ``F`` (n, 1 or k)."""
+        return expit(F) if self.binary else np.exp(log_softmax(F, axis=1))
 
     def hess(self, Z, r0, r1):
         """The loss's Hessian times the fitted-value direction ``Z`` on rows r0:r1."""
@@ -166,9 +180,9 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
     lam_end = alpha / n
     # the start: a penalty at the scale of the data term's curvature (w k(x, x) / 4
     # per row): b = 0 is close to its optimum, well within its Dikin ellipsoid
-    lam = max(lam_end, float(np.mean(loss.w)) * kappa) if B is None else lam_end
-    F = np.zeros((n, k)) if B is None else normal.knm(B)
+    lam = max(lam_end, _START * float(np.mean(loss.w)) * kappa) if B is None else lam_end
     B0, B = B, (np.zeros((m, k)) if B is None else B)
+    F = np.empty((n, k))
 
     # the penalty takes T^T T = K_MM + eps I, psd by construction: K_MM's own rounding
     # (or subtracting the jitter, as the squared loss does) leaves directions of
@@ -176,51 +190,78 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
     def kmm(V):
         return pre.kmm(V) + pre.eps * V
 
-    wnorm = np.sqrt(float(np.sum(loss.w)))  # fitted values of order 1 per row
+    def fitted_and_gradient(Pb, r0, r1):  # one pass: F = K_nM B, then K_Mn G(F)
+        F[r0:r1] = Pb
+        return loss.gradient_rows(Pb, r0, r1)
+
+    wsum = max(float(np.sum(loss.w)), np.finfo(np.float64).tiny)
+    wnorm = np.sqrt(wsum)  # fitted values of order 1 per row
     # the per-class preconditioner (multinomial only): k factorizations per Newton step
     # instead of one, worth it once CG passes cost more than that (switch_at iterations)
     per_class = not loss.binary and k * pre.m ** 2 * (4 if normal.mixed else 8) <= _CLASS_PRE_BYTES
-    switch_at = max(_CLASS_MIN_CG, pre.m ** 2 / (6.0 * n))
-    cls = None
+    exact = False  # float64 products only (float32 ones stalled CG)
+    cls, built = None, None  # built: (preconditioner, lambda, weights) last factored
     steps, curve, change = 0, [], (np.inf if B0 is None else tol)
+    err = change  # the estimated relative distance of the fitted values to the optimum
+    KU = np.empty((n, k))  # K_nM U of the last CG product (U = B p)
     while True:
         final = lam <= lam_end * (1 + 1e-12)
         lam = lam_end if final else lam
+        last = None  # the previous full step's change at this penalty
+        if final and per_class and cls is None:
+            cls = _ClassPreconditioner(pre, k, np.float32 if normal.mixed else np.float64)
         for step in range(_MAX_NEWTON if final else _LEVEL_STEPS):
-            G, d = loss.derivatives(F)
+            # the exact (float64) fitted values and gradient at B, in one pass
+            if normal.mixed and not final:  # the path's penalties: float32 products
+                grad = _sandwich32(normal, B, fitted_and_gradient)
+            else:
+                grad = normal.sandwich(B, fitted_and_gradient)
             KB = kmm(B)
-            grad = normal.kmn(G) + (lam * n) * KB
-            with blas_threads_for(m):
-                if cls is not None:  # the softmax blocks' diagonals, per class
-                    dk = loss.dk[idx] if idx is not None else np.mean(loss.dk, axis=0)
-                    cls.set_weights(np.sqrt(np.reshape(wc, (-1, 1)) * dk / n)
-                                    * np.ones((m, 1)), lam)
-                    P_ = cls
-                else:  # one weight per row: the mean diagonal
-                    pre.scale = np.sqrt(wc * (d[idx] if idx is not None else np.mean(d)) / n)
-                    pre.set_lambda(lam)
-                    P_ = pre
+            grad += (lam * n) * KB
+            dk = loss.dk[idx] if idx is not None else np.mean(loss.dk, axis=0)[None, :]
+            weights = np.reshape(wc, (-1, 1)) * (dk if cls is not None else
+                                                  np.mean(dk, axis=1, keepdims=True)) / n
+            P_ = cls if cls is not None else pre
+            fresh = built is None or built[0] is not P_ or built[1] != lam or (
+                np.abs(weights - built[2]).sum() > _REUSE * built[2].sum())
+            if fresh:
+                with blas_threads_for(m):
+                    if P_ is cls:  # the softmax blocks' diagonals, per class
+                        cls.set_weights(np.sqrt(weights) * np.ones((m, 1)), lam)
+                    else:  # one weight per row: the mean diagonal
+                        pre.scale = np.sqrt(weights[:, 0] * np.ones(m))
+                        pre.set_lambda(lam)
+                built = (P_, lam, weights)
             # inexact Newton (a forcing term, Dembo, Eisenstat & Steihaug 1982): CG to
             # the last step's relative change, so that solves are loose far from the
             # optimum and only the last ones reach tol (measured: 200 -> ~30 CG
             # iterations per step at a 1e-7 penalty; a cap of 0.1 rather than 1e-2:
             # 192 -> 161 CG iterations on 3,000 Fashion-MNIST images, same Newton steps)
-            inner = min(_FINAL_CAP, max(0.1 * tol, change)) if final else _LEVEL_TOL
+            inner = min(_FINAL_CAP, max(0.1 * tol, change)) if final else _LEVEL_CG
+            fast = normal.mixed and inner >= _F32_CG_MIN and not exact
 
-            def product(P, lam=lam):  # + n lam eps P: pre.apply subtracts the jitter
-                return normal.sandwich(P, loss.hess) + (n * lam * pre.eps) * P
+            def hess(Pb, r0, r1):
+                KU[r0:r1] = Pb
+                return loss.hess(Pb, r0, r1)
 
-            def apply(V, lam=lam):
-                return P_.apply(V.reshape(m, k), product=product, lam=lam, n=n).reshape(-1, 1)
+            def product(U, lam=lam, fast=fast):  # + n lam eps U: apply subtracts the jitter
+                out = _sandwich32(normal, U, hess) if fast else normal.sandwich(U, hess)
+                return out + (n * lam * pre.eps) * U
 
-            # no best-residual restart (patience): each CG iterate from 0 lowers the
-            # quadratic model, so the last one is the best Newton direction found
+            def apply(V, lam=lam, P_=P_):
+                return (P_.apply(V.reshape(m, k), product=product, lam=lam, n=n).reshape(-1),
+                        KU)
+
             with single_blas_thread():
-                g, it, _ = conjugate_gradient(apply, P_.Bt(-grad / n).reshape(-1, 1), inner,
-                                              max_iter, progress=progress)
+                g, KD, it, done = _newton_cg(apply, P_.Bt(-grad / n).reshape(-1), inner,
+                                             max_iter, progress, np.zeros((n, k)),
+                                             stall=_STALL if fast else None)
+            if fast and not done:  # float32 products too rounded here: float64 from now on
+                exact = True
             D = P_.B(g.reshape(m, k))
-            KD, KmmD = normal.knm(D), kmm(D)
+            KmmD = kmm(D)
             t, J = _line_search(loss, F, KD, B, KB, D, KmmD, lam * n, float(np.sum(grad * D)))
+            P0 = loss.probabilities(F)
             B, F = B + t * D, F + t * KD
             steps += 1
             curve.append(J)
@@ -228,16 +269,84 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
             # (rounding floor) counts at its full length: it is not convergence
             change = max(t, t == 0) * float(np.linalg.norm(KD)) / max(
                 float(np.linalg.norm(F)), wnorm)
+            # the root mean square change of the training rows' probabilities (weighted)
+            dp = np.sqrt(float(np.dot(loss.w, np.sum((loss.probabilities(F) - P0) ** 2,
+                                                      axis=1))) / wsum)
+            dp = dp if t > 0 else np.inf
+            # past the damped phase the changes fall at least linearly, at a rate
+            # q = dp / last (quadratically: q itself falls): the probabilities are
+            # then within q / (1 - q) dp of the optimum's, not within dp
+            q = dp / last if (last and t == 1.0) else 1.0
+            err = dp * q / (1.0 - q) if q < 0.5 else dp
+            last = dp if t == 1.0 else None
             progress("Newton step", steps, level=1, penalty=lam, cg_iterations=it,
-                     step_size=t, relative_change=change, objective=J,
-                     preconditioner="per class" if P_ is cls else "shared")
-            if per_class and cls is None and it >= switch_at:
-                cls = _ClassPreconditioner(pre, k, np.float32 if normal.mixed else np.float64)
-            if change <= (tol if final else _LEVEL_TOL) or t == 0:
+                     step_size=t, relative_change=change, probability_change=dp,
+                     distance_estimate=err, objective=J,
+                     preconditioner=("per class" if P_ is cls else "shared")
+                     + (" (new)" if fresh else ""))
+            if err <= (tol if final else _LEVEL_CHANGE) or t == 0:
                 break
         if final:
-            return B, steps, curve, change
+            return B, steps, curve, err
         lam *= _RATIO
+
+
+def _newton_cg(apply, b, tol, max_iter, progress, KX, stall=None):
+    """CG from 0 on the preconditioned Newton system ``A x = b`` (``b`` a vector).
+
+    ``apply(p)`` returns ``(A p, K_nM B p)``; the second is summed into ``KX`` (zeros
+    on entry) along with ``x``, so that the step's change of the fitted values
+    ``K_nM B x`` costs no pass of its own. No best-residual restart: each CG iterate
+    from 0 lowers the quadratic model, so the last one is the best Newton direction
+    found. With ``stall``, CG also stops once its residual has not fallen by 10% for
+    that many iterations (products too rounded for the tolerance). Returns ``(x,
+    K_nM B x, iterations, converged)``.
+    """
+    x, r = np.zeros_like(b), b.copy()
+    p, rr = r.copy(), float(r @ r)
+    stop, it = tol * np.sqrt(rr), 0
+    best, since = rr, 0
+    while it < max_iter and np.sqrt(rr) > stop and (stall is None or since < stall):
+        it += 1
+        Ap, Kp = apply(p)
+        pap = float(p @ Ap)
+        if not pap > 0:  # rounding at the floor: keep what was found
+            break
+        a = rr / pap
+        x += a * p
+        r -= a * Ap
+        KX += a * Kp
+        rr, rr_old = float(r @ r), rr
+        p = r + (rr / rr_old) * p
+        best, since = (rr, 0) if rr < 0.81 * best else (best, since + 1)
+        progress("CG iteration", it, max_iter, level=2,
+                 relative_residual=np.sqrt(rr) / max(stop / tol, 1e-300))
+    return x, KX, it, bool(np.sqrt(rr) <= stop)
+
+
+def _sandwich32(normal, V, fn):
+    """``K_nM^T fn(K_nM V)`` from the held float32 ``K_nM`` without upcasting it.
+
+    ``V = hi + lo`` in float32 (no rounding of ``V``: its entries, scaled by ``T^-1``,
+    cancel in the sum), both products in float32 on cache-sized row blocks,
+    accumulated in float64 across blocks: the Hessian products of a loose CG solve,
+    where float32's ~1e-6 relative error is far below the solve's tolerance.
+    """
+    K = normal.KnM
+    m = K.shape[1]
+    V2 = V.reshape(m, -1)
+    k = V2.shape[1]
+    S = np.empty((m, 2 * k), np.float32)
+    S[:, :k] = V2
+    S[:, k:] = V2 - S[:, :k]
+
+    def job(Kb, r0, r1):
+        t = Kb @ S
+        Z = t[:, :k].astype(np.float64)
+        Z += t[:, k:]
+        return Kb.T @ fn(Z, r0, r1).astype(np.float32)
+
+    return normal._held_sum(job, np.float32).reshape(V.shape)
 
 
 def _line_search(loss, F, KD, B, KB, D, KmmD, a, slope):
