@@ -572,11 +572,11 @@ class FalkonClassifier(_ClassifierMixin, _FalkonBase):
     products). ``loss="logistic"``: Nyström kernel logistic regression (binary, or
     multinomial with a softmax over one output per class) by the globally convergent
     second-order method of Marteau-Ferey, Bach & Rudi, NeurIPS 2019: a decreasing
-    sequence of penalties, each solved by a few Newton steps whose systems
-    ``K_Mn D K_nM + alpha K_MM`` (``D`` the loss's Hessian at the current fit) are
-    solved by CG with the FALKON preconditioner rebuilt for ``D`` (with more than two
-    classes, once a step's CG grows long, one preconditioner per class: the softmax's
-    curvature lies in a row's one or two contested classes); see
+    sequence of penalties, one approximate Newton step each, then Newton steps at
+    ``alpha``, whose systems ``K_Mn D K_nM + alpha K_MM`` (``D`` the loss's Hessian at
+    the current fit) are solved by CG with the FALKON preconditioner built for ``D``
+    (with more than two classes, one preconditioner per class at ``alpha``: the
+    softmax's curvature lies in a row's one or two contested classes); see
     :mod:`kernelkit.ridge._falkon_logistic`.
 
     Parameters
@@ -586,10 +586,11 @@ class FalkonClassifier(_ClassifierMixin, _FalkonBase):
         ``"logistic"`` minimises ``sum_i w_i logloss(y_i, K_nM b) + alpha / 2
         tr(b^T K_MM b)``; its ``predict_proba`` are the model's own probabilities
         (sigmoid / softmax of ``decision_function``: ``calibration_temperature_`` is
-        1). ``tol`` then bounds the relative change of the fitted values by the last
-        Newton step (each step's CG to the previous step's change, at most 1e-2);
-        ``max_iter`` the CG iterations of a Newton step; ``n_iter_`` counts the Newton
-        steps over the whole path of penalties.
+        1). ``tol`` then bounds the estimated distance of the training rows'
+        probabilities to the optimum's (root mean square over rows, weighted: the
+        last Newton step's change times ``q / (1 - q)``, ``q`` its ratio to the step
+        before); ``max_iter`` the CG iterations of a Newton step; ``n_iter_`` counts
+        the Newton steps over the whole path of penalties.
     class_weight : dict, "balanced" or None, default=None
         Weights of the classes in the loss, as scikit-learn's classifiers take them
         (``"balanced"``: ``n_samples / (n_classes * bincount(y))``), multiplied with
@@ -685,8 +686,8 @@ _TOL_DOC = {FalkonRegressor: ("float > 0, default=1e-5", ""),
             FalkonClassifier: ("float > 0 or None, default=None", """
         None: ``1e-3`` with the squared loss (a margin of ten under the ~1e-2 at which
         Fashion-MNIST's accuracy settles; tighter costs CG steps, not accuracy),
-        ``1e-5`` with the logistic loss (where ``tol`` bounds the Newton steps' change
-        of the fitted values, see ``loss``).""")}
+        ``1e-5`` with the logistic loss (where ``tol`` bounds the distance of the
+        training probabilities to the optimum's, see ``loss``).""")}
 for _cls in (FalkonRegressor, FalkonClassifier):
     _PARAMS_CLS = _PARAMS_DOC.replace("{tol}", _TOL_DOC[_cls][0]).replace(
         "{tol_default}", _TOL_DOC[_cls][1])
