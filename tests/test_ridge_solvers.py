@@ -139,10 +139,10 @@ def test_auto_tiny_n_alpha_zero_and_memory_rules_need_no_model(monkeypatch):
 
 
 def test_auto_large_n_large_alpha_is_pcg_and_equals_it(monkeypatch):
-    # n = 4,000, alpha = 1 (kappa ~ 1): on a machine of 1e11 dgemm flops/s and 0.3 ns per
-    # float32 entry streamed, Cholesky 0.29 s against PCG 0.17 s (30 iterations, 1.13 for
-    # the passes over F, 2 ms each of overhead)
-    monkeypatch.setattr(_auto, "machine_rates", lambda *a: (1e11, 3e-10))
+    # n = 4,000, alpha = 1 (kappa ~ 1): on a machine of 1e11 dgemm flops/s and 0.2 ns per
+    # float32 entry streamed, Cholesky 0.28 s against PCG about 0.19 s (~28 iterations,
+    # 1.13 for the passes over F, 3 ms each of overhead)
+    monkeypatch.setattr(_auto, "machine_rates", lambda *a: (1e11, 2e-10))
     X, y = _data(4000, d=2)
     kw = dict(alpha=1.0, kernel="rbf", gamma=GAMMA, random_state=0)
     m = KernelRidge(**kw).fit(X, y)
@@ -187,8 +187,8 @@ def test_auto_choice_follows_the_model_on_the_sketch(monkeypatch, alpha):
     monkeypatch.setattr(_auto._Abandon, "__call__", lambda *a: False)  # the full sketch
     m = KernelRidge(alpha=alpha, kernel="rbf", gamma=GAMMA, random_state=0).fit(X, y)
     assert m.solver_ == expected
-    # both branches covered: Cholesky 136 ms against PCG about 60 ms (alpha 1, ~21
-    # iterations) and about 300 ms (alpha 1e-6: float32 rounding far above tol, ~110)
+    # both branches covered: Cholesky 136 ms against PCG 72 ms (alpha 1, 19 iterations)
+    # and 347 ms (alpha 1e-6: float32 rounding far above tol, 93 iterations)
     assert expected == ("pcg" if alpha == 1.0 else "cholesky")
 
 

@@ -17,9 +17,10 @@ what each pays beyond it, in seconds at two measured machine rates:
   cost per block of pivots), then ``t + 1`` streaming passes over the held ``K`` (the
   ``t`` iterations' products and the column norms of the rounding estimate), each with
   two passes over ``F`` (``n x r`` float64, about ``4 n r`` float32 entries' worth) and a
-  fixed ``_ITER_OVERHEAD_S`` (2 ms: CG's bookkeeping, the preconditioner's small
-  solves, thread dispatch; fitted with the time per entry on the quiet 2-core Xeon's
-  PCG times, n 2,000-20,000). ``t`` is
+  fixed ``_ITER_OVERHEAD_S`` (3 ms: CG's bookkeeping, the preconditioner's small
+  solves, thread dispatch; read off the quiet 2-core Xeon's PCG times, n 2,000-20,000,
+  with the time per entry: 3.5 ms per iteration at n = 2,000, whose ``K`` the cache
+  holds, 0.17 s at n = 20,000). ``t`` is
 
   ``t = 1.62 kappa^0.05 (n / 1000)^0.385 (1 + eps sqrt(n) / (alpha tol))^0.119 ln(2 / tol)``
 
@@ -62,7 +63,7 @@ The two rates (``dgemm`` flops per second, seconds per float32 entry of a produc
 (:func:`probe_bytes`: at least 32 MiB, at most twice the last-level cache). A 32 MiB
 probe alone reads the cache: on the 2-core Xeon (a 480 MiB cache shared with the host)
 its rate was about a third of the time per entry that the quiet benchmark's PCG
-times imply at n = 20,000 (about 0.4 ns per float32 entry, with 2 ms per iteration),
+times imply at n = 20,000 (about 0.4 ns per float32 entry, with 3 ms per iteration),
 so PCG looked cheap there and lost (alpha 1e-3: 58 s against Cholesky's 38 s).
 
 PCG is also watched while it runs (:class:`Watch`): from ``_WATCH_FROM`` iterations
@@ -95,7 +96,7 @@ from ._pcg import _BLOCK, _RANK0, _RANK_RATIO, nystrom_sketch
 POTRF_EFFICIENCY = 0.85  # OpenBLAS dpotrf / dgemm rate from n ~ 4,000 on (measured 0.89)
 AUTO_MIN_SAMPLES = 1024  # below: Cholesky costs less than the model's own probes
 _CHOL_PASSES = 4         # streaming passes over n^2 float64 of the Cholesky path
-_ITER_OVERHEAD_S = 2e-3  # CG bookkeeping, preconditioner and thread dispatch per iteration
+_ITER_OVERHEAD_S = 3e-3  # CG bookkeeping, preconditioner and thread dispatch per iteration
 _BLOCK_OVERHEAD_S = 2e-3  # per block of sketch pivots: draws, eigh, rank check
 # t = 1.62 kappa^0.05 (n / 1000)^0.385 (1 + eps sqrt(n) / (alpha tol))^0.119 ln(2 / tol):
 # see the module notes
