@@ -76,9 +76,10 @@ class OneVsAllClassifierMixin(ClassifierMixin):
         -------
         y_pred : ndarray of shape (n_samples,)
             Labels from ``classes_``: the largest decision value (two classes: the
-            second when positive); with probabilities, ``argmax(predict_proba)``,
-            the same class except where they tie to rounding (see
-            :meth:`_label_index`).
+            second when positive); with probabilities, ``argmax(predict_proba)``:
+            the same class, except where the probabilities tie to rounding while
+            the decision values do not (far from the data, where a kernel
+            underflows), which then gives the first tied class, as ``argmax`` does.
         """
         idx = self._label_index(self.decision_function(X))  # NotFittedError first
         return self.classes_[idx]
