@@ -51,7 +51,7 @@ Usage::
                                                   # results_eigenpro.json and the section
                                                   # in RESULTS.md
     python benchmarks/bench_eigenpro.py --quick   # small sizes, prints only
-    python benchmarks/bench_eigenpro.py --only-d --rows-e   # part (e) alone (~15 min)
+    python benchmarks/bench_eigenpro.py --only-d --rows-e   # part (e) alone (~5 min)
 """
 
 import os
