@@ -97,7 +97,7 @@ def _graph_seconds(X, k=7):
 
     t = time.perf_counter()
     Xs = _graph.scale(X, _graph.max_exponent(X))
-    loc, first = _graph.locations(Xs)
+    loc, first = _graph.locations(Xs, "numba")
     _graph.normalised_adjacency(_graph.knn_graph(Xs, k, loc, first, "numba")[0])
     return time.perf_counter() - t
 
@@ -284,9 +284,9 @@ def _knn_operator(X, k):
     from kernelkit.stkr import _graph
 
     Xs = _graph.scale(X, _graph.max_exponent(X))
-    loc, first = _graph.locations(Xs)
+    loc, first = _graph.locations(Xs, "numba")
     S = _graph.normalised_adjacency(_graph.knn_graph(Xs, k, loc, first, "numba")[0])[0]
-    return graph_operator(S, loc), S
+    return graph_operator(S, loc, "numba"), S
 
 
 def part_scaling(sizes_knn, sizes_dense):

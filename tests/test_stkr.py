@@ -179,13 +179,17 @@ def _knn_kernel_reference(X, k, Xq=None):
     return K, 0.5 * (own + Wq / np.sqrt(np.outer(Wq.sum(1), deg)))
 
 
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
 @pytest.mark.parametrize("transform, s", [
     ("inverse_laplacian", lambda m: m / (1 - 0.99 * m)), ("polynomial", lambda m: m**4)])
-def test_knn_kernel_matches_independent_construction(transform, s):
+def test_knn_kernel_matches_independent_construction(transform, s, backend):
+    # both engines: the graph product and (inverse Laplacian) CG's vector passes
+    if backend == "numba":
+        pytest.importorskip("numba")
     X, y, y_semi, lab = _data(n=70, d=2, n_lab=10, seed=7)
     Xq = np.random.default_rng(8).standard_normal((5, 2))
     est = STKRRegressor(transform, kernel="knn", n_neighbors=5, eta=0.99, power=4,
-                        **TIGHT).fit(X, y_semi)
+                        backend=backend, **TIGHT).fit(X, y_semi)
     K, Kq = _knn_kernel_reference(X, 5, Xq)
     assert est.lambda_max_ == 1.0
     fitted, pred = _closed_form(K, lab, y, 1e-3, s, Kq)
@@ -496,21 +500,27 @@ def _knn_locations_reference(X, k):
     return 0.5 * (E + W / np.sqrt(np.outer(deg, deg)))
 
 
-def test_knn_graph_on_duplicated_rows():
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+@pytest.mark.parametrize("transform, params, s", [
+    ("polynomial", dict(power=3), lambda m: m**3),
+    ("inverse_laplacian", dict(eta=0.9), lambda m: m / (1 - 0.9 * m))])
+def test_knn_graph_on_duplicated_rows(transform, params, s, backend):
     from scipy.sparse.csgraph import connected_components
 
+    if backend == "numba":
+        pytest.importorskip("numba")
     rng = np.random.default_rng(0)
     base = rng.standard_normal((6, 2))
     X = np.repeat(base, 10, axis=0)[rng.permutation(60)]  # 6 locations, 10 copies each
     y = np.sin(X[:, 0])
     y_semi = np.full(60, np.nan)
     y_semi[[0, 1, 2]] = y[[0, 1, 2]]
-    est = STKRRegressor("polynomial", power=3, kernel="knn", n_neighbors=3,
+    est = STKRRegressor(transform, **params, kernel="knn", n_neighbors=3, backend=backend,
                         **TIGHT).fit(X, y_semi)
     K = _knn_locations_reference(X, 3)
     assert connected_components(K > 0)[0] == 1  # k counts locations: no clique of copies
     lab = np.array([0, 1, 2])
-    fitted, pred = _closed_form(K, lab, y, 1e-3, lambda m: m**3, K)
+    fitted, pred = _closed_form(K, lab, y, 1e-3, s, K)
     _close(est.transduction_, fitted)
     _close(est.predict(X), est.transduction_, rtol=1e-10)  # inductive = transductive
     # copies of a location get one value

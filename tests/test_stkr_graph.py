@@ -181,3 +181,133 @@ def test_scale_by_a_product_equals_ldexp_bit_for_bit():
     S = sparse.random(30, 20, density=0.3, format="csr", random_state=0) * 1e-305
     e = _graph.max_exponent(S)
     np.testing.assert_array_equal(_graph.scale(S, e).toarray(), np.ldexp(S.toarray(), -e))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("fmt", ["dense", "csr"])
+def test_panel_search_on_the_pool_equals_brute_force(engine, fmt, monkeypatch):
+    # small panels and tiles: many row panels (on kernelkit's pool, each worker with its
+    # own buffers), diagonal blocks spanning several tiles and tiles spanning several
+    # panels' diagonals, widths that do not divide n; ties and duplicate rows
+    monkeypatch.setattr(_neighbours, "PANEL_ROWS", 24)
+    monkeypatch.setattr(_neighbours, "TILE", 70)
+    for d, k, seed in [(30, 5, 1), (24, 1, 2)]:
+        X, Xq = _lattice(330, d, seed=seed)
+        X = np.r_[X, X[:25]]  # exact copies: one location, several rows
+        if fmt == "csr":
+            X, Xq = sparse.csr_matrix(X), sparse.csr_matrix(Xq)
+        _assert_same(*_both(X, Xq, k, engine))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("panel, tile", [(512, 2048), (16, 40), (50, 64)])
+def test_gram_buffers_hold_the_smallest_distances_within_the_bound(engine, panel, tile,
+                                                                   monkeypatch):
+    # the merged buffers of the symmetric search: per row, the K smallest approximate
+    # distances over all columns, each rank within the error bound of the exact one
+    monkeypatch.setattr(_neighbours, "PANEL_ROWS", panel)
+    monkeypatch.setattr(_neighbours, "TILE", tile)
+    rng = np.random.default_rng(9)
+    X = 3.0 + rng.standard_normal((230, 40))
+    X = np.r_[X, X[:7] + 1e-3]
+    norms = _neighbours.sq_norms(X)
+    search = _neighbours._Gemm(X, X, True, engine, norms, norms)
+    K = 12
+    a, idx = search.smallest(K)
+    D = ((X[:, None] - X[None]) ** 2).sum(-1)
+    exact = np.sort(D, axis=1)[:, :K]
+    bound = search.margin[:, None] + 1e-6 * exact
+    assert np.all(np.abs(a - exact) <= bound)
+    # every index once per row, and each value is that column's own approximation
+    assert (idx >= 0).all() and all(np.unique(r).size == K for r in idx)
+    got = D[np.arange(X.shape[0])[:, None], idx]
+    assert np.all(np.abs(a - got) <= bound)
+    # an exact copy's nearest is itself (distance 0 up to the bound)
+    assert np.all(a[:, 0] <= search.margin)
+
+
+@pytest.mark.skipif(not _NUMBA, reason="no Numba")
+@pytest.mark.parametrize("block", [2048, 32])
+def test_cg_passes_and_graph_product_compiled_equal_reference(block, monkeypatch):
+    from kernelkit.stkr import _loops, _loops_numba
+
+    monkeypatch.setattr(_loops_numba, "_ROWS", block)  # one block; several on the pool
+
+    rng = np.random.default_rng(1)
+    n, m = 150, 7
+    arrays = [rng.standard_normal((n, m)) for _ in range(5)]
+    d = (rng.random((n, m)) < 0.2) * rng.uniform(0.5, 2, (n, m))
+    beta, ridge, a = rng.random(m), rng.uniform(0.1, 1, m), rng.standard_normal(m)
+    ref = [v.copy() for v in arrays]
+    got = [v.copy() for v in arrays]
+    s_ref = _loops.cg_direction(*ref[:4], beta, 0.7, ridge, d, ref[4])
+    s_got = _loops_numba.cg_direction(*got[:4], beta, 0.7, ridge, d, got[4])
+    for u, v in zip(ref, got):  # same arithmetic per entry: equal to the bit
+        np.testing.assert_array_equal(u, v)
+    np.testing.assert_allclose(s_got, s_ref, rtol=1e-12)
+    # the update: theta += a p, r -= a Tp, Gr -= a GTp, and the new sum r Gr
+    p, Tp, GTp = (rng.standard_normal((n, m)) for _ in range(3))
+    ref = [rng.standard_normal((n, m)) for _ in range(3)]
+    got = [v.copy() for v in ref]
+    want = (ref[0] + p * a, ref[1] - Tp * a, ref[2] - GTp * a)
+    s_ref = _loops.cg_update(a, p, Tp, GTp, *ref)
+    s_got = _loops_numba.cg_update(a, p, Tp, GTp, *got)
+    for u, v, w in zip(ref, got, want):
+        np.testing.assert_array_equal(u, w)
+        np.testing.assert_array_equal(v, w)
+    np.testing.assert_allclose(s_ref, (want[1] * want[2]).sum(0), rtol=1e-12)
+    np.testing.assert_allclose(s_got, s_ref, rtol=1e-12)
+    # the kNN kernel's product (M + S V) / 2 against a dense S
+    S = sparse.random(n, n, density=0.05, format="csr", random_state=2)
+    V, M = rng.standard_normal((n, m)), rng.standard_normal((n, m))
+    want = 0.5 * (M + S.toarray() @ V)
+    for loops in (_loops, _loops_numba):
+        out = np.empty((n, m))
+        loops.lazy_walk(S.indptr, S.indices, S.data, V, M, out)
+        np.testing.assert_allclose(out, want, rtol=1e-13, atol=1e-14)
+
+
+@pytest.mark.skipif(not _NUMBA, reason="no Numba")
+@pytest.mark.parametrize("block", [2048, 16])
+def test_row_hashes_and_centring_compiled_equal_reference(block, monkeypatch):
+    from kernelkit.stkr import _loops, _loops_numba
+
+    monkeypatch.setattr(_loops_numba, "_ROWS", block)  # one block; several on the pool
+
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((300, 13))
+    X[rng.random(X.shape) < 0.3] = 0.0
+    X[5, 3], X[6] = -0.0, X[7]  # -0.0 hashes as 0.0; an exact copy hashes alike
+    X[8, 0], X[9, 0] = 5e-324, -1e30
+    mult = _graph._hash_factors(X)
+    ref, got = (np.empty(300, dtype=np.uint64) for _ in range(2))
+    _loops.row_hashes(X, X.view(np.uint64), mult, ref)
+    _loops_numba.row_hashes(X, X.view(np.uint64), mult, got)
+    np.testing.assert_array_equal(got, ref)
+    assert ref[6] == ref[7] and np.unique(ref).size == 299
+    Y = X.copy()
+    Y[5, 3] = 0.0
+    _loops.row_hashes(Y, Y.view(np.uint64), mult, got)
+    assert got[5] == ref[5]
+    for engine in ("numpy", "numba"):  # locations: the same on either engine
+        loc, first = _graph.locations(X, engine)
+        assert first.size == 299 and loc[6] == loc[7] == 7 - 1 and loc[8] == 7
+    # the search's centred float32 rows and their norms (float64 differences)
+    mu = X.mean(axis=0)
+    want = X - mu
+    for loops in (_loops, _loops_numba):
+        out, norms = np.empty(X.shape, dtype=np.float32), np.empty(300)
+        loops.centre32(X, mu, out, norms)
+        np.testing.assert_array_equal(out, want.astype(np.float32))
+        np.testing.assert_allclose(norms, (want**2).sum(1), rtol=1e-14)
+    # exact pair distances: a pair and its transpose alike to the bit, any d (tails)
+    rows, cols = rng.integers(0, 300, 500), rng.integers(0, 300, 500)
+    for d in (13, 16, 3):
+        A = np.ascontiguousarray(X[:, :d])
+        fwd, back, ref = np.empty(500), np.empty(500), np.empty(500)
+        _loops_numba.pair_sq_dists(A, A, rows, cols, fwd)
+        _loops_numba.pair_sq_dists(A, A, cols, rows, back)
+        _loops.pair_sq_dists(A, A, rows, cols, ref)
+        np.testing.assert_array_equal(fwd, back)
+        np.testing.assert_allclose(fwd, ((A[rows] - A[cols]) ** 2).sum(1), rtol=1e-14)
+        np.testing.assert_allclose(ref, fwd, rtol=1e-14)

@@ -93,13 +93,13 @@ class _STKRBase(ArrayAPIMixin, BaseEstimator):
         if _is_knn(self.kernel):
             e = _graph.max_exponent(X)
             Xs = _graph.scale(X, e)
-            loc, first = _graph.locations(Xs)
+            loc, first = _graph.locations(Xs, self.backend_)
             W, radius2, reverse = _graph.knn_graph(Xs, int(self.n_neighbors), loc, first,
                                                    self.backend_)
             S, degree = _graph.normalised_adjacency(W)
             state = dict(knn_radius2_=radius2, knn_degree_=degree, knn_location_=loc,
                          knn_scale_exp_=e, _knn_first=first, _knn_reverse=reverse)
-            return _operator.graph_operator(S, loc), state
+            return _operator.graph_operator(S, loc, self.backend_), state
         if is_precomputed(self.kernel):
             if X.shape[0] != X.shape[1]:
                 raise ValueError(f"kernel='precomputed' needs a square X (the kernel matrix "
@@ -207,7 +207,8 @@ class _STKRBase(ArrayAPIMixin, BaseEstimator):
                 G, lambda_max, float(self.eta),
                 [(labeled[rows], Yr, _ridge(rows, wr), wr, m)
                  for (rows, Yr, wr), m in zip(problems, monitors)],
-                solver=self.solver, tol=float(self.tol), max_iter=int(self.max_iter))
+                solver=self.solver, tol=float(self.tol), max_iter=int(self.max_iter),
+                engine=backend)
             (theta, fitted, n_iter), monitor = solved[0], monitors[0]
             fold_fits = [f for _, f, _ in solved[1:]]
         else:

@@ -40,6 +40,7 @@ alone. It equals the brute-force graph of all pairwise distances
 import numpy as np
 from scipy import sparse
 
+from ..utils._dispatch import select_loops
 from ._neighbours import candidates, pair_sq_dists, sq_norms
 
 SAME = 1e-10  # squared distance below SAME * (|x|^2 + |y|^2): the same point
@@ -72,13 +73,13 @@ def scale(X, e):
     return X * f if 0.0 < f < np.inf else np.ldexp(X, -e)
 
 
-def locations(X):
+def locations(X, engine="numpy"):
     """Location index of each row (exactly equal rows share one) and each location's first row.
 
     Locations are numbered in the order of their first row (``first`` ascending).
-    Dense rows are grouped by an exact integer hash of their bits (``-0.0`` as ``0.0``)
-    and every row of a group is compared with the group's first; sparse rows by their
-    canonical CSR form.
+    Dense rows are grouped by an exact integer hash of their bits (``-0.0`` as ``0.0``;
+    ``engine`` computes it: :func:`._loops.row_hashes`) and every row of a group is
+    compared with the group's first; sparse rows by their canonical CSR form.
 
     Returns
     -------
@@ -87,7 +88,10 @@ def locations(X):
     """
     if not sparse.issparse(X):
         X = np.ascontiguousarray(X, dtype=np.float64)
-        _, first, loc = np.unique(_row_hashes(X), return_index=True, return_inverse=True)
+        hashes = np.empty(X.shape[0], dtype=np.uint64)
+        select_loops(__package__, engine).row_hashes(X, X.view(np.uint64), _hash_factors(X),
+                                                     hashes)
+        _, first, loc = np.unique(hashes, return_index=True, return_inverse=True)
         loc = loc.reshape(-1)
         dup = np.flatnonzero(first[loc] != np.arange(X.shape[0]))
         if np.array_equal(X[dup], X[first[loc[dup]]]):  # no two distinct rows collided
@@ -110,17 +114,11 @@ def locations(X):
     return loc, np.asarray(first, dtype=np.intp)
 
 
-def _row_hashes(X):
-    """``sum_j bits(x_j) m_j mod 2**64`` per row (odd random ``m_j``; order-free, exact)."""
+def _hash_factors(X):
+    """Odd random factors of :func:`._loops.row_hashes`, one per feature (seeded: the same
+    in every call)."""
     mult = np.random.default_rng(0x5EED).integers(1, 2**63, X.shape[1], dtype=np.uint64)
-    mult |= np.uint64(1)
-    out = np.empty(X.shape[0], dtype=np.uint64)
-    step = max(1, 2**21 // max(1, X.shape[1]))
-    for s in range(0, X.shape[0], step):
-        B = X[s:s + step]
-        bits = np.where(B == 0.0, np.uint64(0), B.view(np.uint64))
-        out[s:s + step] = (bits * mult).sum(axis=1, dtype=np.uint64)
-    return out
+    return mult | np.uint64(1)
 
 
 def _formats(Q, U):
@@ -134,10 +132,12 @@ def _formats(Q, U):
 
 def _neighbourhoods(Q, U, k, engine, symmetric):
     """Candidate pairs ``(rows, cols)`` in row order with their exact ``d2`` and ``same``."""
-    indptr, cols = candidates(Q, U, k, SAME, SLACK, engine, symmetric)
+    norm_q = sq_norms(Q)
+    norm_u = norm_q if symmetric else sq_norms(U)
+    indptr, cols = candidates(Q, U, k, SAME, SLACK, engine, symmetric, (norm_q, norm_u))
     rows = np.repeat(np.arange(Q.shape[0]), np.diff(indptr))
     d2 = pair_sq_dists(Q, U, rows, cols, engine)
-    same = d2 <= SAME * (sq_norms(Q)[rows] + sq_norms(U)[cols])
+    same = d2 <= SAME * (norm_q[rows] + norm_u[cols])
     d2[same] = 0.0
     return rows, cols, d2, same
 

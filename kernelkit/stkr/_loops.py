@@ -1,11 +1,16 @@
-"""The kNN search's per-block selection: the NumPy reference (twin: :mod:`._loops_numba`).
+"""NumPy references of the STKR loops (twin: :mod:`._loops_numba`).
 
 :func:`keep_smallest` merges one block of approximate squared distances into each
 row's buffer of the ``K`` smallest seen so far. The buffers only bound the radii
 (see :mod:`._neighbours`), so the two engines need not agree on ties inside them.
+:func:`cg_direction`, :func:`cg_update` and :func:`lazy_walk` are the vector passes and
+the kNN kernel's product of each step of STKR-Prop's inverse-Laplacian CG
+(:mod:`._solvers`); the compiled twins do the same arithmetic per entry, summing the
+columns' inner products in another order.
 """
 
 import numpy as np
+from scipy import sparse
 
 
 def keep_smallest(P, norms, col0, val, idx):
@@ -38,10 +43,30 @@ def keep_smallest(P, norms, col0, val, idx):
     idx[:] = np.take_along_axis(alli, order, axis=1)
 
 
-def keep_smallest_columns(P, norms, row0, val, idx):
-    """:func:`keep_smallest` for the columns of ``P``: ``v_ji = norms[row0 + i] - 2 P[i, j]``
-    merged into the buffers of the ``m`` columns (the transposed tile, not copied)."""
-    keep_smallest(P.T, norms, row0, val, idx)
+def keep_smallest_columns(P, norms, row0, val, idx, start):
+    """:func:`keep_smallest` for the columns ``start:`` of ``P``: ``v_ji = norms[row0 + i] -
+    2 P[i, j]`` merged into the buffers of those ``m - start`` columns (``val[j - start]``;
+    the transposed block, not copied)."""
+    keep_smallest(P[:, start:].T, norms, row0, val, idx)
+
+
+def row_hashes(X, bits, mult, out):
+    """``out[i] = sum_j bits(x_ij) mult_j mod 2**64`` (``bits = X.view(uint64)``; ``-0.0``
+    hashes as ``0.0``): order-free and exact, so the engines agree to the bit."""
+    step = max(1, 2**21 // max(1, X.shape[1]))
+    for s in range(0, X.shape[0], step):
+        b = np.where(X[s:s + step] == 0.0, np.uint64(0), bits[s:s + step])
+        out[s:s + step] = (b * mult).sum(axis=1, dtype=np.uint64)
+
+
+def centre32(A, mu, out, norms):
+    """``out = float32(A - mu)`` and ``norms = |A - mu|^2`` per row (from the float64
+    differences), for dense ``A``."""
+    step = max(1, 2**22 // max(1, A.shape[1]))
+    for s in range(0, A.shape[0], step):
+        C = A[s:s + step] - mu
+        out[s:s + step] = C
+        norms[s:s + step] = np.einsum("ij,ij->i", C, C)
 
 
 def pair_sq_dists(A, B, rows, cols, out):
@@ -51,3 +76,52 @@ def pair_sq_dists(A, B, rows, cols, out):
     for s in range(0, rows.size, step):
         D = A[rows[s:s + step]] - B[cols[s:s + step]]
         out[s:s + step] = np.einsum("ij,ij->i", D, D)
+
+
+# -- STKR-Prop's inverse-Laplacian CG (see ._solvers): the per-step vector passes --------
+
+
+def cg_direction(p, Gp, r, Gr, beta, c, ridge, d, Tp):
+    """The next direction and its image under ``T``, in place.
+
+    ``p <- beta p + r``, ``Gp <- beta Gp + Gr`` (columnwise ``beta``), then
+    ``Tp <- ridge (p - c Gp) + d Gp`` (``T p`` given ``G p``: no product).
+
+    Returns
+    -------
+    pTp : ndarray of shape (m,)
+        ``sum_i Gp[i] Tp[i]`` per column: the ``G`` inner product ``<p, T p>_G``.
+    """
+    p *= beta
+    p += r
+    Gp *= beta
+    Gp += Gr
+    np.multiply(Gp, c, out=Tp)
+    np.subtract(p, Tp, out=Tp)
+    Tp *= ridge
+    Tp += d * Gp
+    return np.sum(Gp * Tp, axis=0)
+
+
+def cg_update(a, p, Tp, GTp, theta, r, Gr):
+    """``theta += a p``, ``r -= a Tp``, ``Gr -= a GTp`` in place (columnwise ``a``).
+
+    Returns
+    -------
+    rho : ndarray of shape (m,)
+        ``sum_i r[i] Gr[i]`` per column: the squared ``G`` norm of the new residual.
+    """
+    theta += p * a
+    r -= Tp * a
+    Gr -= GTp * a
+    return np.sum(r * Gr, axis=0)
+
+
+def lazy_walk(indptr, indices, data, V, M, out):
+    """``out = (M + S V) / 2`` for the CSR matrix ``S = (data, indices, indptr)``.
+
+    ``V`` and ``M`` of shape (n, m); ``M`` is ``E V`` (``V`` itself without duplicate
+    rows): the kNN kernel's product (see :func:`._operator.graph_operator`).
+    """
+    S = sparse.csr_matrix((data, indices, indptr), shape=(V.shape[0], V.shape[0]))
+    out[:] = 0.5 * (M + S @ V)

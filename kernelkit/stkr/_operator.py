@@ -13,6 +13,7 @@ import numpy as np
 from scipy import linalg, sparse
 from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
 
+from ..utils._dispatch import select_loops
 from . import _graph
 
 DENSE_EIG = 400  # up to this size eigenpairs come from a dense eigendecomposition
@@ -117,17 +118,26 @@ def precomputed_operator(G):
     return GramOperator(lambda W: np.asarray(G @ W, dtype=np.float64), G.shape[0], block)
 
 
-def graph_operator(S, loc):
+def graph_operator(S, loc, engine="numpy"):
     """The kNN kernel ``K = (E + S) / 2`` (see :mod:`._graph`); top eigenvalue exactly 1.
 
     ``S`` is the sparse normalised adjacency, ``loc`` the location of each row: ``E``
     averages over the rows at one location and is applied without forming it.
+    ``engine`` picks the product's loop (:func:`._loops.lazy_walk`: scipy's sparse
+    product, or its compiled twin, parallel over rows).
     """
     n = S.shape[0]
     counts = np.bincount(loc).astype(np.float64)
+    S = S.tocsr()
+    walk = select_loops(__package__, engine).lazy_walk
 
     def matmul(W):
-        return 0.5 * (_graph.location_means(W, loc, counts) + np.asarray(S @ W))
+        V = np.ascontiguousarray(W, dtype=np.float64)
+        V2 = V.reshape(n, -1)
+        out = np.empty(V2.shape)
+        M = np.ascontiguousarray(_graph.location_means(V2, loc, counts))
+        walk(S.indptr, S.indices, S.data, V2, M, out)
+        return out.reshape(V.shape)
 
     def block(idx):
         li = loc[idx]

@@ -32,6 +32,8 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
+from ..utils._dispatch import select_loops
+
 
 class _Monitor:
     """Relative residuals, progress lines and the convergence warning of one solve."""
@@ -171,7 +173,8 @@ def solve_inverse_laplacian(G, lam1, eta, labeled, Y, ridge, *, solver, tol, max
                                         solver=solver, tol=tol, max_iter=max_iter)[0]
 
 
-def solve_inverse_laplacian_many(G, lam1, eta, problems, *, solver, tol, max_iter):
+def solve_inverse_laplacian_many(G, lam1, eta, problems, *, solver, tol, max_iter,
+                                 engine="numpy"):
     """:func:`solve_inverse_laplacian` for several problems on one ``G`` at once.
 
     ``problems`` holds ``(labeled, Y, ridge, weights, monitor)`` tuples (the
@@ -179,6 +182,8 @@ def solve_inverse_laplacian_many(G, lam1, eta, problems, *, solver, tol, max_ite
     ``G`` (one sparse pass serves them all); each column's iteration is its own, and a
     problem's columns leave the batch when its monitor reports convergence, so each
     problem gets the iterates (to rounding), stopping step and history it would get alone.
+    ``engine`` picks the loops of CG's vector passes (:func:`._loops.cg_direction`,
+    :func:`._loops.cg_update`: NumPy, or a compiled twin that makes each a single pass).
 
     Returns
     -------
@@ -208,7 +213,10 @@ def solve_inverse_laplacian_many(G, lam1, eta, problems, *, solver, tol, max_ite
     rho = np.sum(r * Gr, axis=0)
     st = dict(theta=theta, r=r, Gr=Gr, rho=rho, bnorm=bnorm, d=d, ridge=ridge, step=step)
     if solver == "cg":
-        st.update(p=r.copy(), Gp=Gr.copy())
+        # the first direction is r: p = 0 p + r (beta = 0)
+        st.update(p=np.zeros_like(b), Gp=np.zeros_like(b), Tp=np.empty_like(b),
+                  beta=np.zeros(group.size))
+    loops = select_loops(__package__, engine)
 
     def finished(k, res):
         """Report each active problem's residual; drop the columns of those done."""
@@ -222,7 +230,7 @@ def solve_inverse_laplacian_many(G, lam1, eta, problems, *, solver, tol, max_ite
         if stop.any():
             out[:, act[stop]] = st["theta"][:, stop]
             for key, v in st.items():
-                st[key] = v[..., ~stop]
+                st[key] = np.ascontiguousarray(v[..., ~stop])
             act = act[~stop]
         return act.size == 0
 
@@ -231,26 +239,15 @@ def solve_inverse_laplacian_many(G, lam1, eta, problems, *, solver, tol, max_ite
     while not done:
         k += 1
         if solver == "cg":  # CG in the G inner product: one product per step
-            p, Gp = st["p"], st["Gp"]
-            # the updates in place, one scratch block: the same operations (to the bit)
-            # without a fresh N x columns temporary each
-            tmp = np.multiply(Gp, c)
-            Tp = np.subtract(p, tmp, out=tmp)
-            Tp *= st["ridge"]
-            Tp += st["d"] * Gp  # T p given G p: no product
-            buf = np.multiply(Gp, Tp)
-            pTp = np.sum(buf, axis=0)
+            # p <- r + beta p (and G p by the same recurrence), T p given G p: no product
+            pTp = loops.cg_direction(st["p"], st["Gp"], st["r"], st["Gr"], st["beta"], c,
+                                     st["ridge"], st["d"], st["Tp"])
             a = np.divide(st["rho"], pTp, out=np.zeros_like(pTp), where=pTp > 0)
-            GTp = G(Tp)
-            st["theta"] += np.multiply(p, a, out=buf)
-            st["r"] -= np.multiply(Tp, a, out=buf)
-            st["Gr"] -= np.multiply(GTp, a, out=buf)
-            rho_new = np.sum(np.multiply(st["r"], st["Gr"], out=buf), axis=0)
-            beta = np.divide(rho_new, st["rho"], out=np.zeros_like(pTp), where=st["rho"] > 0)
-            p *= beta
-            p += st["r"]
-            Gp *= beta
-            Gp += st["Gr"]
+            GTp = G(st["Tp"])
+            rho_new = loops.cg_update(a, st["p"], st["Tp"], GTp, st["theta"], st["r"],
+                                      st["Gr"])
+            st["beta"] = np.divide(rho_new, st["rho"], out=np.zeros_like(pTp),
+                                   where=st["rho"] > 0)
             st["rho"] = rho_new
             res = rho_new
         else:
