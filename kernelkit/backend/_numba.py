@@ -16,7 +16,7 @@ import numpy as np
 from ..utils._threads import map_row_blocks, n_workers, single_blas_thread
 from ._array import CANCELLATION, NEAR_PARALLEL
 from ._numpy import NumpyBackend
-from ._vmath import acos_from, asin_poly, vasin, vexp
+from ._vmath import acos_args, acos_from, asin_poly, vasin, vexp
 
 _PI = math.pi
 _SQRT3 = math.sqrt(3.0)
@@ -193,11 +193,17 @@ def _nn_input_row(g, K, D, T, s0, sy0, inv_d, end, me, x, Y, relu):
         D[me] = 0.0
 
 
-@nb.njit(nogil=True, cache=True, error_model="numpy")
-def _relu_layer_row(K, D, T, a, sa, syl, syp, scale, w2, b2, end):
+@nb.njit(nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
+def _relu_layer_row(K, D, T, M, a, sa, syl, syp, scale, w2, b2, end):
     """Dense layer then relu for one row, in place (``affine_defect`` and ``relu_layer``
     of :mod:`._array`): ``a``, ``syl`` the square roots of the variances after the
-    affine map, ``sa``, ``syp`` before it (times ``scale``)."""
+    affine map, ``sa``, ``syp`` before it (times ``scale``).
+
+    One vectorised loop takes every pair by ``acos(c)``; nearly parallel pairs (defect
+    below ``NEAR_PARALLEL p``, few) are marked in ``M`` with their affine state kept,
+    and a second loop, only if there are any, takes their angle from the defect.
+    """
+    near_count = 0
     for j in range(end):
         k, dd = K[j], D[j]
         b = syl[j]
@@ -211,25 +217,33 @@ def _relu_layer_row(K, D, T, a, sa, syl, syp, scale, w2, b2, end):
         ps = p if pos else 1.0
         c = min(1.0, max(-1.0, k_new / ps)) if pos else 0.0  # as the reference: acos(c)
         # is ill-conditioned at c = -1, so c must be its quotient to the ulp
-        # the angle, through one asin on [0, 1/2]: for nearly parallel pairs from the
-        # defect (x = sin(th / 2) = sqrt(dd / 2p)), else acos(c) (``_vmath.acos_args``)
-        near = dd < NEAR_PARALLEL * ps
-        ac = abs(c)
-        big = ac > 0.5
-        u = min(1.0, max(0.0, 0.5 * dd / ps)) if near else 0.5 * (1.0 - ac)
-        x = math.sqrt(u) if near or big else ac
-        r = asin_poly(x, u if near or big else ac * ac)
-        th = 2.0 * r if near else acos_from(c, r, big)
-        hh = x * x
-        omc = 2.0 * hh if near else 1.0 - c
-        cs = 1.0 - omc if near else c
-        sn = (2.0 * x if near else 1.0) * math.sqrt(1.0 - hh if near else 1.0 - c * c)
-        t2 = th * th
-        series = th * t2 * (1.0 / 3.0 - t2 * (1.0 / 30.0 - t2 * (1.0 / 840.0 - t2 / 45360.0)))
-        smtc = series if near else sn - th * c
-        K[j] = p * (sn + (_PI - th) * cs) * (0.5 / _PI) if pos else 0.0
-        D[j] = p * (_PI * omc - smtc) * (0.5 / _PI) if pos else 0.0
-        T[j] = t * ((_PI - th) * (0.5 / _PI) if pos else 0.25)
+        near = dd < NEAR_PARALLEL * ps and pos
+        near_count += near
+        s_, z, big = acos_args(c)
+        th = acos_from(c, asin_poly(s_, z), big)
+        sn = math.sqrt(1.0 - c * c)
+        k_out = p * (sn + (_PI - th) * c) * (0.5 / _PI) if pos else 0.0
+        d_out = p * (_PI * (1.0 - c) - (sn - th * c)) * (0.5 / _PI) if pos else 0.0
+        t_out = t * ((_PI - th) * (0.5 / _PI) if pos else 0.25)
+        M[j] = near
+        K[j] = k_new if near else k_out
+        D[j] = dd if near else d_out
+        T[j] = t if near else t_out
+    if near_count:
+        for j in range(end):
+            if M[j]:
+                p = a * syl[j]
+                dd = D[j]
+                h = math.sqrt(min(1.0, max(0.0, 0.5 * dd / p)))  # sin(th / 2)
+                th = 2.0 * asin_poly(h, h * h)
+                omc = 2.0 * h * h
+                sn = 2.0 * h * math.sqrt(1.0 - h * h)
+                t2 = th * th
+                smtc = th * t2 * (1.0 / 3.0 - t2 * (1.0 / 30.0 - t2 * (1.0 / 840.0
+                                                                       - t2 / 45360.0)))
+                K[j] = p * (sn + (_PI - th) * (1.0 - omc)) * (0.5 / _PI)
+                D[j] = p * (_PI * omc - smtc) * (0.5 / _PI)
+                T[j] *= (_PI - th) * (0.5 / _PI)
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")
@@ -254,6 +268,7 @@ def nn_block(G, dst, sx, syT, depth, relu, w2, b2, inv_d, want_ntk, self_offset,
     """
     n, m = G.shape
     K, D, T = np.empty(m), np.empty(m), np.empty(m)
+    M = np.empty(m, dtype=np.bool_)
     half = math.sqrt(0.5)
     for i in range(n):
         end = _row_end(i, m, self_offset, tri)
@@ -262,8 +277,8 @@ def nn_block(G, dst, sx, syT, depth, relu, w2, b2, inv_d, want_ntk, self_offset,
         for layer in range(1, depth + 1):
             if relu:
                 scale = 1.0 if layer == 1 else half
-                _relu_layer_row(K, D, T, sx[i, layer], sx[i, layer - 1] * scale, syT[layer],
-                                syT[layer - 1], scale, w2, b2, end)
+                _relu_layer_row(K, D, T, M, sx[i, layer], sx[i, layer - 1] * scale,
+                                syT[layer], syT[layer - 1], scale, w2, b2, end)
             else:
                 _erf_layer_row(K, T, sx[i, layer], syT[layer], w2, b2, end)
         out = dst[i]
