@@ -618,8 +618,6 @@ def _pcg_ridge(product, Y, alpha, tol, max_iter, F, FtF, progress, owner, monito
                                         stall_below=_STALL_ZONE * tol)
     est = rounding(C) if product.rounded else np.zeros_like(rel)
     if product.rounded and n_iter < max_iter and not np.all(rel + est <= tol):
-        if getattr(monitor, "refine", None) is not None:  # solver="auto" may switch here
-            monitor.refine(n_iter, float((rel + est).max()))
         # float64 products on the true residual: K held in float64 when it fits the
         # cache once the float32 copy is dropped, else recomputed blockwise per product
         op, X, sw, cache = product.op, product.X, product.sw, product.cache_size
