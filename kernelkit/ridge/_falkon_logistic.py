@@ -361,28 +361,10 @@ def _newton_cg(apply, b, tol, max_iter, progress, KX, stall=None):
 
 
 def _sandwich32(normal, V, fn):
-    """``K_nM^T fn(K_nM V)`` from the held float32 ``K_nM`` without upcasting it.
-
-    ``V = hi + lo`` in float32 (no rounding of ``V``: its entries, scaled by ``T^-1``,
-    cancel in the sum), both products in float32 on cache-sized row blocks,
-    accumulated in float64 across blocks: the Hessian products of a loose CG solve,
-    where float32's ~1e-6 relative error is far below the solve's tolerance.
-    """
-    K = normal.KnM
-    m = K.shape[1]
-    V2 = V.reshape(m, -1)
-    k = V2.shape[1]
-    S = np.empty((m, 2 * k), np.float32)
-    S[:, :k] = V2
-    S[:, k:] = V2 - S[:, :k]
-
-    def job(Kb, r0, r1):
-        t = Kb @ S
-        Z = t[:, :k].astype(np.float64)
-        Z += t[:, k:]
-        return Kb.T @ fn(Z, r0, r1).astype(np.float32)
-
-    return normal._held_sum(job, np.float32).reshape(V.shape)
+    """``K_nM^T fn(K_nM V)`` from the held float32 ``K_nM`` without upcasting it: the
+    Hessian products of a loose CG solve, where float32's ~1e-6 relative error is far
+    below the solve's tolerance (``V`` split into float32 ``hi + lo``, unrounded)."""
+    return normal._normal32(V, fn)
 
 
 def _line_search(loss, F, KD, B, KB, D, KmmD, a, slope):

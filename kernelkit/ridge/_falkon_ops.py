@@ -209,8 +209,10 @@ class _NystromNormalOperator:
         w = self.w[r0:r1]
         return P * (w if P.ndim == 2 else w[:, 0]).astype(P.dtype, copy=False)
 
-    def _normal32(self, V):
-        """``K_nM^T K_nM V`` from the held float32 ``K_nM`` without upcasting it.
+    def _normal32(self, V, fn=None):
+        """``K_nM^T K_nM V`` (weighted) from the held float32 ``K_nM`` without upcasting it;
+        with ``fn``, ``K_nM^T fn(K_nM V)`` (``fn(Z, r0, r1)`` maps the float64 row block
+        ``Z`` of rows ``r0:r1``: logistic FALKON's Hessian and gradient passes).
 
         Float32 GEMMs on row blocks small enough to stay in cache between their two
         products (``K_b V`` then ``K_b^T (K_b V)``), accumulated across blocks in
@@ -227,8 +229,12 @@ class _NystromNormalOperator:
 
         def job(Kb, r0, r1):
             t = Kb @ S
-            t[:, :k] += t[:, k:]
-            return Kb.T @ self._weigh(t[:, :k], r0, r1)
+            if fn is None:
+                t[:, :k] += t[:, k:]
+                return Kb.T @ self._weigh(t[:, :k], r0, r1)
+            Z = t[:, :k].astype(np.float64)
+            Z += t[:, k:]
+            return Kb.T @ fn(Z, r0, r1).astype(np.float32)
 
         return self._held_sum(job, np.float32).reshape(V.shape)
 
