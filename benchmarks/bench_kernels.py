@@ -663,6 +663,10 @@ def main(argv=None):
     if JSON_PATH.exists() and not args.quick:  # keep parts not rerun
         old = json.loads(JSON_PATH.read_text())
         res.update({k: v for k, v in old.items() if k.startswith("part_")})
+        if res.get("part_t"):  # the JSON holds the table's rows as dicts: back to tuples
+            res["part_t"] = dict(res["part_t"], rows=[
+                tuple(r.values()) if isinstance(r, dict) else tuple(r)
+                for r in res["part_t"]["rows"]])
     # Memory subprocesses first, while this process is small (a child's ru_maxrss
     # starts at the parent's RSS at fork).
     parts = {"m": lambda a: None if a.quick else bench_memory(N_MEMORY), "t": part_t,
