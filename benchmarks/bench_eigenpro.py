@@ -679,6 +679,17 @@ def main(argv=None):
         old["part_d_timestamp"] = res["timestamp"]
         res = old
         section = render_markdown(res)
+    elif JSON_PATH.exists():
+        # a run of parts (a)-(c) keeps the rows it did not rerun: parts (d) / (e) and the
+        # part (b) rows run alone (--only-b)
+        old = json.loads(JSON_PATH.read_text())
+        for k in ("part_d", "part_d_loadavg", "part_d_timestamp", "part_e"):
+            if not res.get(k) and old.get(k):
+                res[k] = old[k]
+        ran = {r["case"] for r in res["part_b"]}
+        res["part_b"] += [r for r in old.get("part_b") or [] if r["case"] not in ran]
+        res["part_b"].sort(key=lambda r: PART_B.index(r["case"]))
+        section = render_markdown(res)
     JSON_PATH.write_text(json.dumps(res, indent=2, default=float) + "\n")
     write_section(MD_PATH, SECTION, MD_HEADER, section)
     print(f"wrote {JSON_PATH.relative_to(HERE.parent)} and {MD_PATH.relative_to(HERE.parent)}")
