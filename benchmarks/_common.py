@@ -126,7 +126,8 @@ def machine_line(info, loads=None, timestamp=None, commit=None):
     """One markdown sentence naming the machine, versions and load of a run."""
     v = info["versions"]
     vers = ", ".join(f"{k} {val}" for k, val in v.items() if val is not None)
-    out = (f"Run {timestamp or ''}{f' ({commit[:10]})' if commit else ''} on "
+    when = (f" {timestamp}" if timestamp else "") + (f" ({commit[:10]})" if commit else "")
+    out = (f"Run{when} on "
            f"{info['cpu_model']}, {info['cpu_count']} cores, {info['memory_gib']:.0f} GiB; "
            f"{vers}; BLAS: {', '.join(info['blas_summary']) or 'unknown'}.")
     if loads is not None:

@@ -435,7 +435,7 @@ def render_d(rows, loadavg=None):
     lines = ["", "**(d) EigenPro 4 vs EigenPro 3, EigenPro 2 (cached kernel) vs KernelRidge.** "
              "Each row in a fresh subprocess (peak = VmHWM); fixed epochs, float32, "
              "`gamma=0.02` (Fashion-MNIST), `1/20` (synthetic). Rows not listed were not run. "
-             f"Load average after these rows: {loadavg} (2 cores shared with other jobs).",
+             f"Load average after these rows: {loadavg} (2 cores; the rows' own threads raise it).",
              "", "| row | algorithm | n | centers | epochs | time per epoch (s) | "
              "score | peak memory (GB) | batch / period / aux centers | cached k(X, Z) |",
              "|---|---|---:|---:|---:|---|---:|---:|---|---|"]
@@ -541,7 +541,7 @@ def render_markdown(res):
                   "(data included), reset after loading the data.", "",
                   "| model | centers | epochs | test accuracy | fit time (s) | setup (s) | "
                   "per epoch (s) | predict (s) | peak memory (GB) | batch / q / eta | "
-                  "target | met? |",
+                  "goal | met? |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]
         for r in b:
             tgt = TARGET_ACC_EP3 if r["case"] == "ep3" else TARGET_ACC_EP2

@@ -154,7 +154,9 @@ def case(spec):
         est, Y = FalkonClassifier(alpha=alpha, gamma=gamma, n_centers=spec["m"],
                                   centers=spec.get("centers", "uniform"),
                                   tol=spec.get("tol", 1e-5),
-                                  random_state=spec.get("seed", SEED)), y
+                                  random_state=spec.get("seed", SEED),
+                                  **({"calibration": spec["calibration"]}
+                                     if "calibration" in spec else {})), y
     else:
         est = FalkonRegressor(alpha=alpha, gamma=gamma, n_centers=spec["m"],
                               centers=spec.get("centers", "uniform"),
@@ -196,8 +198,9 @@ def part_a(cfg, quick):
 
 
 def part_b(cfg, quick):
+    # the default fit (probabilities calibrated on a held-out tenth), then the same fit alone
     rows = [run({"kind": "falkon_clf", "data": "fashion", "n": cfg["n_b"], "m": cfg["centers_b"],
-                 "tol": cfg["tol_b"]}, quick)]
+                 "tol": cfg["tol_b"], **cal}, quick) for cal in ({}, {"calibration": None})]
     # the FALKON library's setting measured earlier: n = 20,000, 5,000 centers
     return rows + [run({"kind": "falkon_clf", "data": "fashion", "n": n, "m": m,
                         "tol": cfg["tol_b"]}, quick) for n, m in cfg["peer_b"]]
@@ -320,20 +323,18 @@ def render(res):
                 pc["peak_gb"] / sk["peak_gb"]
             ok = abs(d) <= 0.001 and sp >= 5 and mem <= 1 / 3
             L += ["", f"Error difference {d:+.4f}, speed-up {sp:.2f}x, memory ratio {mem:.2f}: "
-                  f"target (|diff| <= 0.001, >= 5x, <= 1/3) **{'met' if ok else 'not met'}**.", ""]
+                  f"goal (|diff| <= 0.001, >= 5x, <= 1/3) **{'met' if ok else 'not met'}**.", ""]
     if res.get("part_b"):
-        r = res["part_b"][0]
         L += [f"### (b) Fashion-MNIST, n = {cfg['n_b']:,}: FALKON", "", _meta(res, "b"), "",
               "| model | n | accuracy | fit (s) | peak (GB) | centers | CG iterations |",
               "|---|---|---|---|---|---|---|"]
-        if "failed" not in r:
-            acc = 1 - r["error"]
-            ok = acc >= 0.90 and r["fit_s"] <= 100 and r["peak_gb"] < 6
-        else:
-            ok = False
+        goals = [("default fit" if "calibration" not in r else "calibration=None",
+                  "failed" not in r and 1 - r["error"] >= 0.90 and r["fit_s"] <= 100
+                  and r["peak_gb"] < 6) for r in res["part_b"] if r["n"] == cfg["n_b"]]
         for q in res["part_b"]:
             if "failed" not in q:
-                L.append(f"| FalkonClassifier (uniform, tol {q['tol']:g}) | {q['n']:,} | "
+                cal = ", calibration=None" if "calibration" in q else ""
+                L.append(f"| FalkonClassifier (uniform, tol {q['tol']:g}{cal}) | {q['n']:,} | "
                          f"{1 - q['error']:.4f} | {q['fit_s']:.1f} | {q['peak_gb']:.2f} | "
                          f"{q['m']:,} | {q.get('n_iter')} |")
         e = eigenpro_60k()
@@ -343,10 +344,11 @@ def render(res):
                      f"ep2_default, commit {when}) | 60,000 | {e['score']:.4f} | "
                      f"{e['fit_s']:.1f} | {e['peak_rss_bytes'] / 1e9:.2f} | | {e['n_iter']} epochs |")
         L += ["",
-              f"Goal at n = 60,000 (accuracy >= 0.90, <= 100 s, < 6 GB): "
-              f"**{'met' if ok else 'not met'}**. Peer at n = 20,000 (FALKON library, torch "
+              "Goal at n = 60,000 (accuracy >= 0.90, <= 100 s, < 6 GB): "
+              + "; ".join(f"{name} **{'met' if ok else 'not met'}**" for name, ok in goals)
+              + ". Peer at n = 20,000 (FALKON library, torch "
               f"CPU float32; not installed here, figures from an earlier run of that library on this machine): {FALKON_LIB_20K}; "
-              "target there: higher accuracy at half its time.", ""]
+              "goal there: higher accuracy at half its time.", ""]
     if res.get("part_c"):
         L += ["### (c) Centers at equal n_centers: test error", "",
               "diamonds: RMSE of log price (n = {:,}); fashion: classification error (n = {:,}); "
