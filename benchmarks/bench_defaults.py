@@ -1,6 +1,6 @@
 """Default ``SQUEAK().fit`` and ``RLSNystroem().fit`` on 1e4, 1e5 and 1e6 points.
 
-Issue 15, family 1: a default fit must be practical for the data sizes the methods
+A default fit must be practical for the data sizes the methods
 exist for. Data: standard-normal points in 5-D (a typical example). Every fit runs
 in a fresh subprocess (so that its peak resident memory is its own), with all
 defaults except ``random_state``; the peer on the same data in the same run is
