@@ -537,8 +537,9 @@ def main():
                     [r for r in old["fashion"].get(key, []) if r["rate"] not in rates]
                     + res["fashion"][key], key=lambda r: r["rate"])
         res = {**old, **{k: res[k] for k in parts if k in res}}
-    res["machine"] = machine_info()
-    res["git"] = git_state()
+    if not args.report:  # a re-render keeps the machine and commit of the runs
+        res["machine"] = machine_info()
+        res["git"] = git_state()
     JSON_PATH.write_text(json.dumps(res, indent=1, default=float))
     intro = machine_line(res["machine"], commit=res["git"].get("commit")) + (
         " Each part gives the 1-minute load average at its start and end (2 cores: the "

@@ -35,6 +35,7 @@ X_train, X_test, y_train, y_test = train_test_split(X, y, random_state=0)
 alphas = np.geomspace(1e-4, 10, 26)
 gammas = [0.3, 3.0, 10.0, 30.0]
 
+KernelRidgeCV(alphas[:2], kernel="rbf").fit(X_train[:20], y_train[:20])  # compile first
 t0 = time.perf_counter()
 search = KernelRidgeCV(alphas, kernel="rbf", param_grid={"gamma": gammas},
                        fit_intercept=True).fit(X_train, y_train)
