@@ -68,7 +68,10 @@ def test_every_estimator_is_documented(page):
 
 def test_user_guide_lists_every_page():
     toc = (DOC / "user_guide.rst").read_text() + (DOC / "index.rst").read_text()
-    pages = {p.stem for p in DOC.glob("*.rst")} - {"index", "user_guide", "api"}
+    # pages marked :orphan: are outside every toctree by design (sphinx-gallery writes
+    # doc/sg_execution_times.rst into the source tree when the docs are built)
+    pages = {p.stem for p in DOC.glob("*.rst") if not p.read_text().lstrip().startswith(":orphan:")}
+    pages -= {"index", "user_guide", "api"}
     assert not [p for p in pages if not re.search(rf"^\s+{p}$", toc, re.M)]
 
 
