@@ -12,7 +12,8 @@ import pytest
 from scipy import integrate
 from scipy.special import ndtr
 from sklearn.calibration import CalibratedClassifierCV
-from sklearn.datasets import load_iris, make_blobs
+from sklearn.datasets import load_iris, make_blobs, make_classification
+from sklearn.metrics import log_loss
 from sklearn.exceptions import NotFittedError
 from sklearn.semi_supervised import SelfTrainingClassifier
 
@@ -28,10 +29,10 @@ def iris():
     return (X - X.mean(0)) / X.std(0), y
 
 
-def _latent(params, X, Y, Xt, time):
-    """Mean and latent std of the one-hot regression the classifier is."""
+def _latent(params, X, Y, Xt, time, include_noise=False):
+    """Mean and latent (or noisy) std of the one-hot regression the classifier is."""
     reg = InfiniteWidthRegressor(**params).fit(X, Y)
-    return reg.predict(Xt, return_std=True, include_noise=False, time=time)
+    return reg.predict(Xt, return_std=True, include_noise=include_noise, time=time)
 
 
 @pytest.mark.parametrize("params", [{"depth": 2, "b_std": 0.1},
@@ -41,9 +42,11 @@ def test_two_class_probability_is_probit_of_mean_difference(params, iris):
     X, y = iris
     X, y = X[50:], np.where(y[50:] == 2, "virginica", "versicolor")  # the overlapping two
     clf = InfiniteWidthClassifier(**params).fit(X[::2], y[::2])
-    mean, std = _latent(params, X[::2], np.eye(2)[(y[::2] == "virginica").astype(int)],
-                        X[1::2], TIMES)
-    np.testing.assert_array_equal(std[..., 0], std[..., 1])  # one variance per point
+    Y = np.eye(2)[(y[::2] == "virginica").astype(int)]
+    latent = _latent(params, X[::2], Y, X[1::2], TIMES)[1]
+    np.testing.assert_array_equal(latent[..., 0], latent[..., 1])  # one variance per point
+    # the regressor's default predictive: the noise too where "auto" estimated it
+    mean, std = _latent(params, X[::2], Y, X[1::2], TIMES, include_noise=None)
     expected = ndtr((mean[..., 1] - mean[..., 0]) / np.hypot(std[..., 0], std[..., 1]))
     P = clf.predict_proba(X[1::2], time=TIMES)
     assert P.shape == (len(TIMES), 50, 2)
@@ -61,6 +64,7 @@ def test_multiclass_probabilities_match_monte_carlo(iris):
     clf = InfiniteWidthClassifier(**params).fit(X[::2], y[::2])
     Xt = X[1::10]
     mean, std = _latent(params, X[::2], np.eye(3)[y[::2]], Xt, 5.0)
+    std = np.sqrt(std**2 + np.mean(clf.noise_variance_))  # the noise shared by the columns
     P = clf.predict_proba(Xt, time=5.0)
     assert 0.01 < P.min() and P.max() < 0.99  # the spread matters at these points
     n = 200_000
@@ -160,3 +164,37 @@ def test_predict_proba_before_fit_raises():
     for method in ("predict_proba", "predict_log_proba"):
         with pytest.raises(NotFittedError):
             getattr(InfiniteWidthClassifier(), method)(X)
+
+
+def test_estimated_noise_is_in_the_probabilities():
+    """diag_reg="auto": the spread is hypot(latent, sigma), sigma^2 the mean of the class
+    columns' noise variances; a given diag_reg leaves it out unless asked. On overlapping
+    classes with flipped labels the latent spread alone is overconfident."""
+    X, y = make_classification(400, 6, n_informative=4, n_redundant=0, flip_y=0.1,
+                               random_state=3)
+    X = (X - X.mean(0)) / X.std(0)
+    Xa, ya, Xt, yt = X[:200], y[:200], X[200:], y[200:]
+    clf = InfiniteWidthClassifier().fit(Xa, ya)
+    mean, lat = _latent({"diag_reg": clf.diag_reg_}, Xa, np.eye(2)[ya], Xt, np.inf)
+    sigma2 = np.mean(clf.noise_variance_)
+    assert sigma2 > 0.1 * np.median(lat[:, 0]) ** 2  # not negligible here
+    for include, s2 in ((None, sigma2), (True, sigma2), (False, 0.0)):
+        P = clf.predict_proba(Xt, include_noise=include)
+        ref = ndtr((mean[:, 1] - mean[:, 0]) / np.sqrt(2 * (lat[:, 0] ** 2 + s2)))
+        np.testing.assert_allclose(P[:, 1], ref, rtol=1e-12, atol=1e-15)
+        with np.errstate(divide="ignore"):
+            np.testing.assert_array_equal(
+                clf.predict_log_proba(Xt, include_noise=include), np.log(P))
+    noisy, latent = clf.predict_proba(Xt), clf.predict_proba(Xt, include_noise=False)
+    np.testing.assert_array_equal(noisy.argmax(1), clf.predict(Xt) == clf.classes_[1])
+    assert log_loss(yt, noisy) < 0.8 * log_loss(yt, latent), (log_loss(yt, noisy),
+                                                              log_loss(yt, latent))
+    fixed = InfiniteWidthClassifier(diag_reg=clf.diag_reg_).fit(Xa, ya)
+    np.testing.assert_array_equal(fixed.predict_proba(Xt),
+                                  fixed.predict_proba(Xt, include_noise=False))
+    np.testing.assert_allclose(  # asked for: the given diag_reg is the noise
+        fixed.predict_proba(Xt, include_noise=True)[:, 1],
+        ndtr((mean[:, 1] - mean[:, 0]) / np.sqrt(2 * (lat[:, 0] ** 2 + clf.diag_reg_))),
+        rtol=1e-9, atol=1e-12)
+    with pytest.raises(TypeError, match="include_noise"):
+        clf.predict_proba(Xt, include_noise="yes")

@@ -195,13 +195,17 @@ class _InfiniteWidthBase(ArrayAPIMixin, BaseEstimator):
         self._y_1d = Y.ndim == 1
         return self
 
+    def _with_noise(self, include_noise):
+        if include_noise is None:  # as GaussianProcessRegressor: an estimated noise is
+            return self._fit_config["diag_reg"] == "auto"  # in the predictive
+        if not isinstance(include_noise, (bool, np.bool_)):
+            raise TypeError(f"include_noise must be a bool or None, got {include_noise!r}.")
+        return bool(include_noise)
+
     def _moments(self, X, time, return_std, return_cov, include_noise=None, warn=True):
         check_is_fitted(self)
         _check_flags(return_std, return_cov)
-        if include_noise is None:  # as GaussianProcessRegressor: an estimated noise is
-            include_noise = self._fit_config["diag_reg"] == "auto"  # in the predictive
-        elif not isinstance(include_noise, (bool, np.bool_)):
-            raise TypeError(f"include_noise must be a bool or None, got {include_noise!r}.")
+        include_noise = self._with_noise(include_noise)
         t = _check_time(self.time if time is None else time)
         X = validate_data(self, X, reset=False, dtype=np.float64)
         theta, nngp = self._kernels()
@@ -338,7 +342,7 @@ _ENSEMBLE_PARAMS = """
         ratio is 0.5 to 1.6 times it across these architectures. On breast
         cancer, digits and wine :class:`InfiniteWidthClassifier` keeps the
         accuracy of 0 (its one-hot targets are nearly noiseless: the evidence
-        picks 1e-6 to 0.06 times the mean eigenvalue).
+        picks 1e-6 to 0.13 times the mean eigenvalue).
     posterior : {"ntk", "nngp"}, default="ntk"
         "ntk": the ensemble of networks trained by gradient flow on all layers
         (NTK dynamics, NNGP initial distribution); "nngp": only the readout layer
@@ -523,7 +527,8 @@ class InfiniteWidthClassifier(ClassifierMixin, _InfiniteWidthBase):
     (one column per class, also for two classes), the mean-squared-error
     classification of Lee et al. (2019); the predicted class is the argmax of the
     ensemble's mean output, and ``predict_proba`` the fraction of the ensemble's
-    networks that predict each class (the same argmax: see :meth:`predict_proba`).
+    networks that predict each class, with the observation noise ``fit`` estimated
+    for ``diag_reg="auto"`` (the same argmax: see :meth:`predict_proba`).
     {math}
 
     Parameters
@@ -601,8 +606,8 @@ class InfiniteWidthClassifier(ClassifierMixin, _InfiniteWidthBase):
             return self.classes_[(scores > 0).astype(int)]
         return self.classes_[np.argmax(scores, axis=-1)]
 
-    def predict_proba(self, X, time=None):
-        """Fraction of the trained ensemble's networks that predict each class.
+    def predict_proba(self, X, time=None, include_noise=None):
+        """Fraction of the trained ensemble's (noisy) outputs that predict each class.
 
         At time ``t`` the networks' outputs at ``x`` are Gaussian over random
         initialisations, one column per class, independent across columns with one
@@ -620,11 +625,22 @@ class InfiniteWidthClassifier(ClassifierMixin, _InfiniteWidthBase):
           against adaptive quadrature), each row then normalised to sum to 1.
           O(n_classes^2 * 64) per row beyond the variance.
 
-        Observation noise is not included: the probabilities are those of the
-        networks' outputs ``f(x)``, not of a noisy one-hot target (``diag_reg`` /
-        ``noise_variance_`` are the regression's noise, no property of a network).
-        Where ``s = 0`` (e.g. training rows with ``diag_reg=0`` at ``t = inf``)
-        every network outputs the mean: probability 1 for its largest class.
+        With ``diag_reg="auto"`` the observation noise ``fit`` estimated is included,
+        as :meth:`InfiniteWidthRegressor.predict` includes it: the probabilities are
+        those of a new noisy output ``f_k(x) + e_k``, ``e_k ~ N(0, sigma^2)``
+        independent (``s^2`` above becomes ``s^2 + sigma^2``, ``sigma^2`` the mean of
+        ``noise_variance_`` over the class columns: the maximum-likelihood noise of
+        one output scale shared by the columns). For two classes this is exactly the
+        probit of the regressor's noisy predictive, ``Phi((m_1 - m_0) / sqrt(v_0 +
+        v_1))``. The latent spread alone is the networks' disagreement, which
+        vanishes near the training rows, not the labels' noise: overconfident where
+        classes overlap. On standardised breast cancer (5 stratified 75/25 splits,
+        medians) the test log-loss is 0.084 with the noise, 0.187 without (94% of
+        it from the 3% misclassified rows), at the same accuracy; on digits the
+        noise is negligible (0.0428 both). ``include_noise=False`` gives the
+        networks' outputs alone, the default for a given ``diag_reg``. Where the
+        spread is 0 (e.g. training rows with ``diag_reg=0`` at ``t = inf``) every
+        network outputs the mean: probability 1 for its largest class.
 
         At ``t = 0`` (the NNGP prior, mean 0) every class has ``1 / n_classes``, as
         at a point the kernels do not correlate with the training rows (e.g.
@@ -643,6 +659,8 @@ class InfiniteWidthClassifier(ClassifierMixin, _InfiniteWidthBase):
         X : array-like of shape (n_samples, n_features)
         time : float or array-like, default=None
             As :meth:`InfiniteWidthRegressor.predict`: an array adds a leading axis.
+        include_noise : bool or None, default=None
+            Whether the observation noise is included; None: when it was estimated.
 
         Returns
         -------
@@ -651,9 +669,12 @@ class InfiniteWidthClassifier(ClassifierMixin, _InfiniteWidthBase):
         """
         # a variance below 0 is rounding (interpolated rows: exactly 0, every network agrees)
         mean, std = self._moments(X, time, True, False, include_noise=False, warn=False)
-        return np.exp(argmax_log_proba(mean, std[..., 0]))
+        std = std[..., 0]
+        if self._with_noise(include_noise):  # one noise for all columns: their mean
+            std = np.hypot(std, np.sqrt(np.mean(self._noise_std**2)))
+        return np.exp(argmax_log_proba(mean, std))
 
-    def predict_log_proba(self, X, time=None):
+    def predict_log_proba(self, X, time=None, include_noise=None):
         """``log(predict_proba(X, time))`` (``-inf`` where a probability underflows to
         0, as scikit-learn's classifiers).
 
@@ -661,13 +682,14 @@ class InfiniteWidthClassifier(ClassifierMixin, _InfiniteWidthBase):
         ----------
         X : array-like of shape (n_samples, n_features)
         time : float or array-like, default=None
+        include_noise : bool or None, default=None
 
         Returns
         -------
         log_proba : ndarray of shape ([n_times,] n_samples, n_classes)
         """
         with np.errstate(divide="ignore"):
-            return np.log(self.predict_proba(X, time))
+            return np.log(self.predict_proba(X, time, include_noise))
 
 
 for _cls in (InfiniteWidthRegressor, InfiniteWidthClassifier):
