@@ -1,9 +1,9 @@
 """Calibrated probabilities and class weights of the one-vs-all classifiers.
 
 EigenProClassifier, STKRClassifier and KONSClassifier share the mixin of
-kernelkit.utils._classes: softmax(beta * decision_function), beta fitted on
-out-of-sample decision values. The values are checked against an independent scipy
-minimisation on decision values recomputed here.
+kernelkit.utils._classes: softmax(beta * decision_function) (two classes: one slope per
+side of the threshold), fitted on out-of-sample decision values. The values are checked
+against an independent scipy minimisation on decision values recomputed here.
 """
 
 import pickle
@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize_scalar
+from scipy.special import expit
 from sklearn.calibration import CalibratedClassifierCV
 from sklearn.datasets import load_digits, make_classification
 from sklearn.ensemble import StackingClassifier, VotingClassifier
@@ -24,12 +25,13 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold, train_test_sp
 from sklearn.semi_supervised import SelfTrainingClassifier
 from sklearn.utils.class_weight import compute_sample_weight
 
-from test_calibration import _platt_reference  # tests/ is on sys.path (rootdir)
+from test_calibration import _direct_slopes, _platt_reference  # tests/ is on sys.path
 
 from kernelkit.eigenpro import EigenProClassifier
 from kernelkit.online import KONSClassifier
 from kernelkit.random_features import RandomFeaturesClassifier, RandomFourierFeatures
 from kernelkit.stkr import STKRClassifier
+from kernelkit.utils._calibration import MIN_SIDE_ROWS
 
 FACTORIES = {
     "eigenpro": lambda **kw: EigenProClassifier(gamma=0.5, max_iter=5, random_state=0, **kw),
@@ -134,6 +136,57 @@ def test_kons_temperature_on_prequential_values():
         _direct_temperature(d_all, np.r_[y, y2]), rel=1e-5)
 
 
+def _two_class_oos(name, X, y):
+    """A binary fit and the out-of-sample decision values (with their labels) that it
+    calibrated on, recomputed as the tests above do."""
+    if name == "eigenpro":
+        clf = FACTORIES[name]().fit(X, y)
+        held = ~np.any(np.all(X[:, None, :] == clf.centers_[None], axis=2), axis=1)
+        return clf, clf.decision_function(X[held]), y[held]
+    if name == "stkr":
+        y_semi = y.copy()
+        y_semi[len(y) // 2:] = -1
+        clf = FACTORIES[name](random_state=0, tol=1e-10).fit(X, y_semi)  # refits agree
+        lab = np.arange(len(y) // 2)
+        d = np.empty(len(lab))
+        for tr, te in StratifiedKFold(5, shuffle=True, random_state=0).split(lab, y[lab]):
+            yf = y_semi.copy()
+            yf[te] = -1
+            d[te] = FACTORIES[name](calibration=None, tol=1e-10).fit(X, yf).decision_function(
+                X[te])
+        return clf, d, y[lab]
+    clf = FACTORIES[name]().fit(X, y)
+    return clf, FACTORIES[name]().partial_fit_decision_function(X, y, classes=[0, 1]), y
+
+
+@pytest.mark.parametrize("name", ["eigenpro", "stkr", "kons"])
+def test_two_class_slopes_on_the_out_of_sample_values(name):
+    X, y = _data(12, n=300, k=2)
+    clf, d, y_oos = _two_class_oos(name, X, y)
+    assert min(np.sum(d < 0), np.sum(d > 0)) >= MIN_SIDE_ROWS
+    np.testing.assert_allclose(clf.calibration_slopes_, _direct_slopes(d, y_oos), rtol=1e-6)
+    assert clf.calibration_temperature_ == pytest.approx(_direct_temperature(d, y_oos),
+                                                         rel=1e-5)
+    dq = clf.decision_function(X)
+    a = np.where(dq > 0, clf.calibration_slopes_[1], clf.calibration_slopes_[0])
+    P = clf.predict_proba(X)
+    np.testing.assert_allclose(P[:, 1], expit(a * dq), rtol=1e-12)
+    np.testing.assert_array_equal(clf.classes_[P.argmax(1)], clf.predict(X))
+    back = pickle.loads(pickle.dumps(clf))
+    np.testing.assert_array_equal(back.calibration_slopes_, clf.calibration_slopes_)
+    np.testing.assert_array_equal(back.predict_proba(X), P)
+
+
+def test_kons_slopes_follow_the_classes():
+    # a two-class stream has slopes, a three-class fit the temperature alone
+    X, y = _data(13, n=150, k=3)
+    two = y < 2
+    clf = FACTORIES["kons"]().partial_fit(X[two], y[two], classes=[0, 1])
+    assert clf.calibration_slopes_.shape == (2,)
+    clf = FACTORIES["kons"]().fit(X, y)
+    assert clf.calibration_slopes_ is None
+
+
 @pytest.mark.slow
 def test_kons_logistic_beats_calibrated_classifier_cv_on_digits():
     X, y = load_digits(return_X_y=True)
@@ -215,7 +268,7 @@ def test_calibration_none_removes_predict_proba(name):
     assert not hasattr(clf, "predict_proba") and not hasattr(clf, "predict_log_proba")
     X, y = _data(9)
     clf.fit(X, y)
-    assert clf.calibration_temperature_ is None
+    assert clf.calibration_temperature_ is None and clf.calibration_slopes_ is None
     with pytest.raises(AttributeError):
         clf.predict_proba(X)
     with pytest.raises(ValueError, match="calibration"):

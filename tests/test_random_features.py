@@ -13,6 +13,8 @@ from sklearn.gaussian_process.kernels import Matern as SkMatern
 from sklearn.linear_model import Ridge
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from test_calibration import _direct_slopes  # tests/ is on sys.path (rootdir)
+
 import kernelkit
 from kernelkit import (
     ArcCosineFeatures,
@@ -24,7 +26,7 @@ from kernelkit import (
 )
 from kernelkit.kernels import NNGP, NTK, RBF, Laplacian, Matern, Polynomial
 from kernelkit.random_features import _loops
-from kernelkit.utils._calibration import fit_temperature
+from kernelkit.utils._calibration import MIN_SIDE_ROWS, fit_temperature
 
 _ODD = "n_components=1 is odd: the paired sin/cos map rejects it by design"
 _LOO = ("predict_proba is calibrated on leave-one-out values: leaving out one copy of a "
@@ -404,6 +406,13 @@ def test_classifier_loo_calibration_matches_explicit_refits(n_classes):
     loo = _brute_loo(Z, Y, w, 0.5)
     beta = fit_temperature(loo[:, 0] if n_classes == 2 else loo, y, w)
     assert clf.calibration_temperature_ == pytest.approx(beta, rel=1e-6)
+    if n_classes == 2:  # one slope per side of the threshold, on the same values
+        d = loo[:, 0]
+        assert min(np.sum(d < 0), np.sum(d > 0)) >= MIN_SIDE_ROWS
+        np.testing.assert_allclose(clf.calibration_slopes_, _direct_slopes(d, y, w),
+                                   rtol=1e-6)
+    else:
+        assert clf.calibration_slopes_ is None
     proba = clf.predict_proba(X)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
     np.testing.assert_array_equal(clf.classes_[proba.argmax(axis=1)], clf.predict(X))

@@ -1,6 +1,6 @@
 """Probabilities and class weights of the ridge-type classifiers (kernel ridge, NTK ridge,
-FALKON): out-of-sample values against explicit refits, the temperature against a direct
-minimisation, and their place in scikit-learn's meta-estimators."""
+FALKON): out-of-sample values against explicit refits, the temperature and the two-class
+slopes against a direct minimisation, and their place in scikit-learn's meta-estimators."""
 
 import pickle
 import warnings
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize_scalar
-from scipy.special import log_softmax
+from scipy.special import expit, log_softmax
 from sklearn.calibration import CalibratedClassifierCV
 from sklearn.ensemble import StackingClassifier, VotingClassifier
 from sklearn.linear_model import LogisticRegression
@@ -18,10 +18,11 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.semi_supervised import SelfTrainingClassifier
 from sklearn.utils.class_weight import compute_sample_weight
 
-from test_calibration import _platt_reference  # tests/ is on sys.path (rootdir)
+from test_calibration import _direct_slopes, _platt_reference  # tests/ is on sys.path
 
 from kernelkit import KernelRidge, KernelRidgeClassifier, NTKRidgeClassifier
 from kernelkit.ridge import FalkonClassifier, FalkonRegressor
+from kernelkit.utils._calibration import MIN_SIDE_ROWS
 
 GAMMA = 0.5
 
@@ -323,6 +324,62 @@ def test_bad_input_clear_errors_and_state_kept(name):
     with pytest.raises(AttributeError):
         off.predict_proba(X)
     np.testing.assert_array_equal(off.predict(X), clf.predict(X))
+
+
+# ------------------------------------------------- two classes: one slope per side
+@pytest.mark.parametrize("name", ["krr", "ntk", "falkon"])
+def test_two_class_slopes_minimise_the_log_loss_of_the_oos_values(name):
+    X, y, w = _data(n=80, k=2, seed=8)
+    w[5] = 0.0  # a zero-weight row counts on no side
+    clf = _MODELS[name]().fit(X, y, sample_weight=w)
+    probe = _MODELS[name]().fit(X, y, sample_weight=w)
+    rows, dec = _falkon_oos(probe, X, y, w)  # the values fit calibrated on, recomputed
+    d, y_idx, wr = dec[:, 0] - clf._binary_offset, np.searchsorted(clf.classes_, y[rows]), \
+        w[rows]
+    assert min(np.sum((d < 0) & (wr > 0)), np.sum((d > 0) & (wr > 0))) >= MIN_SIDE_ROWS
+    slopes = clf.calibration_slopes_
+    np.testing.assert_allclose(slopes, _direct_slopes(d, y_idx, wr), rtol=1e-6)
+    np.testing.assert_allclose(clf.calibration_temperature_,
+                               _direct_temperature(d, y_idx, wr), rtol=1e-6)
+    assert abs(slopes[1] / slopes[0] - 1) > 1e-3  # not the symmetric map
+    dq = clf.decision_function(X)
+    P = clf.predict_proba(X)
+    np.testing.assert_allclose(P[:, 1], expit(np.where(dq > 0, slopes[1], slopes[0]) * dq),
+                               rtol=1e-12)
+    np.testing.assert_allclose(P.sum(1), 1.0, rtol=1e-12)
+    np.testing.assert_array_equal(clf.classes_[P.argmax(1)], clf.predict(X))
+    back = pickle.loads(pickle.dumps(clf))
+    np.testing.assert_array_equal(back.calibration_slopes_, slopes)
+    np.testing.assert_allclose(back.predict_proba(X), P, rtol=1e-12, atol=1e-15)
+    off = _MODELS[name](calibration=None).fit(X, y)
+    assert off.calibration_slopes_ is None and not hasattr(off, "predict_proba")
+    y3 = y.copy()
+    y3[::4] = 2
+    assert _MODELS[name]().fit(X, y3).calibration_slopes_ is None  # the temperature alone
+
+
+def test_mirrored_problem_has_equal_slopes():
+    # x -> -x with the labels swapped: the Gaussian kernel's fit is odd, f(-x) = -f(x), and
+    # so are its leave-one-out values; both sides then have the temperature's slope
+    X0, y0, _ = _data(n=40, k=2, seed=9)
+    X, y = np.r_[X0, -X0], np.r_[y0, 1 - y0]
+    clf = KernelRidgeClassifier(alpha=0.1, kernel="rbf", gamma=GAMMA, solver="cholesky")
+    clf.fit(X, y)
+    np.testing.assert_allclose(clf.decision_function(-X0), -clf.decision_function(X0),
+                               rtol=1e-9, atol=1e-12)
+    beta = clf.calibration_temperature_
+    np.testing.assert_allclose(clf.calibration_slopes_, [beta, beta], rtol=1e-8)
+    lopsided = KernelRidgeClassifier(alpha=0.1, kernel="rbf", gamma=GAMMA).fit(X0, y0)
+    assert abs(lopsided.calibration_slopes_[1] / lopsided.calibration_slopes_[0] - 1) > 1e-3
+
+
+def test_logistic_falkon_has_no_slopes():
+    X, y, _ = _data(n=60, k=2, seed=10)
+    clf = FalkonClassifier(loss="logistic", n_centers=20, gamma=GAMMA, random_state=0)
+    clf.fit(X, y)
+    assert clf.calibration_slopes_ is None and clf.calibration_temperature_ == 1.0
+    np.testing.assert_allclose(clf.predict_proba(X)[:, 1], expit(clf.decision_function(X)),
+                               rtol=1e-12)
 
 
 # ------------------------------------------------- FALKON: exact LOO or a held-out split

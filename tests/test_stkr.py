@@ -604,9 +604,13 @@ def test_predict_proba_is_the_calibrated_softmax_and_label_distributions():
     np.testing.assert_allclose(clf.label_distributions_, clf.predict_proba(X), atol=1e-12)
     np.testing.assert_array_equal(clf.classes_[clf.label_distributions_.argmax(1)],
                                   clf.transduction_)
-    # two classes: p_1 = sigmoid(beta d)
+    # two classes: p_1 = sigmoid(a d), a the slope of d's side (few labeled rows: both
+    # sides take the temperature)
     clf2 = STKRClassifier(kernel="rbf", gamma=0.5).fit(X[:60], y[:60])
     d = clf2.decision_function(Xq)
-    np.testing.assert_allclose(clf2.predict_proba(Xq)[:, 1],
-                               1 / (1 + np.exp(-clf2.calibration_temperature_ * d)), rtol=1e-12)
+    a = np.where(d > 0, clf2.calibration_slopes_[1], clf2.calibration_slopes_[0])
+    np.testing.assert_allclose(clf2.predict_proba(Xq)[:, 1], 1 / (1 + np.exp(-a * d)),
+                               rtol=1e-12)
+    np.testing.assert_array_equal(clf2.calibration_slopes_, clf2.calibration_temperature_)
+    assert clf.calibration_slopes_ is None  # three classes
     assert STKRClassifier(calibration=None).fit(X, y).label_distributions_ is None

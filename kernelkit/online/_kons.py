@@ -444,9 +444,10 @@ class KONSClassifier(OneVsAllClassifierMixin, _KONSBase):
     {CALIBRATION_DOC}
         Out-of-sample values: the prequential decision values (each sample is scored
         before it is learned) of the last {_CALIBRATION_WINDOW} samples of ``fit`` /
-        ``partial_fit``, with their labels and weights; the temperature is refitted
-        at the end of ``fit`` and of every ``partial_fit`` that renews at least
-        1/{_REFIT_FRACTION} of that window (cheap on a stream of one-sample calls).
+        ``partial_fit``, with their labels and weights; the temperature (two classes:
+        also the slopes) is refitted at the end of ``fit`` and of every ``partial_fit``
+        that renews at least 1/{_REFIT_FRACTION} of that window (cheap on a stream of
+        one-sample calls).
 
     Attributes
     ----------
@@ -552,9 +553,11 @@ class KONSClassifier(OneVsAllClassifierMixin, _KONSBase):
         return scores
 
     def _update_calibration(self, scores, y_idx, w, reset, calibrate):
-        """Append the prequential scores to the window; refit the temperature when due."""
+        """Append the prequential scores to the window; refit the temperature (and
+        two-class slopes) when due."""
         if not calibrate:
-            self.calibration_temperature_, self._calib = None, None
+            self.calibration_temperature_, self.calibration_slopes_ = None, None
+            self._calib = None
             return
         d = scores[:, 0] - self._binary_offset if scores.shape[1] == 1 else scores
         w = np.ones(len(y_idx)) if w is None else w
@@ -567,11 +570,11 @@ class KONSClassifier(OneVsAllClassifierMixin, _KONSBase):
             d, y_idx, w = d[-_CALIBRATION_WINDOW:], y_idx[-_CALIBRATION_WINDOW:], \
                 w[-_CALIBRATION_WINDOW:]
             fresh = len(y_idx)
-        beta = getattr(self, "calibration_temperature_", None)
-        if reset or beta is None or fresh * _REFIT_FRACTION >= len(y_idx):
-            beta, fresh = self._temperature(d, y_idx, w), 0
+        fitted = self._calibration_map()
+        if reset or fitted[0] is None or fresh * _REFIT_FRACTION >= len(y_idx):
+            fitted, fresh = self._calibrate(d, y_idx, w), 0
         self._calib = {"d": d, "y": y_idx, "w": w, "fresh": fresh}
-        self.calibration_temperature_ = beta
+        self.calibration_temperature_, self.calibration_slopes_ = fitted
 
     def _labels(self, scores):
         """Labels from ``_decision``-shaped scores (the rule of ``predict``)."""

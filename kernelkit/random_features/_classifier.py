@@ -6,7 +6,7 @@ from sklearn.utils._available_if import available_if
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 
-from ..utils._calibration import fit_temperature, predict_log_proba_from
+from ..utils._calibration import fit_calibration, predict_log_proba_from
 from ..utils._classes import OneVsAllClassifierMixin, _calibration_on
 from ..utils._state import atomic
 from ._ridge import _PARAMS, _blocks, _RandomFeaturesRidge
@@ -48,8 +48,9 @@ class RandomFeaturesClassifier(OneVsAllClassifierMixin, _RandomFeaturesRidge):
     and :class:`sklearn.linear_model.RidgeClassifier` encode them, fitted as
     :class:`RandomFeaturesRegressor` in ``O(D^2)`` memory. ``predict_proba`` is a softmax
     of the decision values at one inverse temperature ``calibration_temperature_``
-    fitted on their exact leave-one-out values (kernelkit's shared calibration;
-    ``argmax(predict_proba) == predict``); with
+    (two classes: a sigmoid with one slope per side of the threshold,
+    ``calibration_slopes_``) fitted on their exact leave-one-out values (kernelkit's
+    shared calibration; ``argmax(predict_proba) == predict``); with
     ``h_i = w_i z_i^T (Z^T W Z + alpha I)^-1 z_i`` these come from the ``D x D`` system in
     one more pass over the rows. ``partial_fit`` calibrates on the
     leave-one-out values of the most recent 10 000 rows, each computed when its chunk
@@ -61,10 +62,11 @@ class RandomFeaturesClassifier(OneVsAllClassifierMixin, _RandomFeaturesRidge):
         Multiplies the sample weights per class, as in scikit-learn; "balanced" is not
         available in ``partial_fit`` (the class frequencies of a stream are unknown).
     calibration : {{"auto", None}}, default="auto"
-        ``"auto"``: fit ``calibration_temperature_`` on the leave-one-out decision
-        values (one more pass over the rows while the system is factored). None: skip
-        that pass; then ``predict_proba`` is unavailable (``hasattr`` is False), as
-        for scikit-learn's classifiers without probabilities.
+        ``"auto"``: fit ``calibration_temperature_`` (and for two classes
+        ``calibration_slopes_``) on the leave-one-out decision values (one more pass
+        over the rows while the system is factored). None: skip that pass; then
+        ``predict_proba`` is unavailable (``hasattr`` is False), as for
+        scikit-learn's classifiers without probabilities.
 
     Attributes
     ----------
@@ -72,7 +74,13 @@ class RandomFeaturesClassifier(OneVsAllClassifierMixin, _RandomFeaturesRidge):
     features_ : transformer
     coef_ : ndarray of shape (1, n_features_out) for two classes, else (n_classes, ...)
     calibration_temperature_ : float or None
-        Inverse temperature of ``predict_proba`` (None with ``calibration=None``).
+        Inverse temperature of ``predict_proba`` with more than two classes (with two,
+        the value both slopes fall back to); None with ``calibration=None``.
+    calibration_slopes_ : ndarray of shape (2,) or None
+        Two classes: ``[a_minus, a_plus]``, ``predict_proba``'s ``p_1 = sigmoid(a d)``
+        with ``a = a_plus`` where the decision value ``d > 0``, else ``a_minus``
+        (:class:`~kernelkit.KernelRidgeClassifier` describes the fit). None with more
+        classes or ``calibration=None``.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
 
@@ -196,15 +204,16 @@ class RandomFeaturesClassifier(OneVsAllClassifierMixin, _RandomFeaturesRidge):
 
     def _commit(self, binarizer, fmap, G, B, C, calibration):
         """Assign the fit; ``calibration`` is ``(loo, usable, idx, w)`` or None (off)."""
-        beta = None
+        beta = slopes = None
         if calibration is not None:
             loo, usable, idx, w = calibration
             cw = np.where(usable, w, 0.0)
             scores = loo[:, 0] if loo.shape[1] == 1 else loo
-            beta = fit_temperature(scores, idx, cw) if cw.sum() > 0 else 1.0
+            beta, slopes = fit_calibration(scores, idx, cw) if cw.sum() > 0 else (1.0, None)
         self._label_binarizer, self.classes_ = binarizer, binarizer.classes_
         self.features_, self._gram, self._zty, self._coef = fmap, G, B, C
         self._calibration, self.calibration_temperature_ = calibration, beta
+        self.calibration_slopes_ = slopes
         self.coef_ = C.T.copy()
 
     def _decision(self, X):
@@ -223,12 +232,13 @@ class RandomFeaturesClassifier(OneVsAllClassifierMixin, _RandomFeaturesRidge):
         log_proba : ndarray of shape (n_samples, n_classes)
         """
         return predict_log_proba_from(self.decision_function(X),
-                                      self.calibration_temperature_)
+                                      *self._calibration_map())
 
     @available_if(_calibration_on)
     def predict_proba(self, X):
-        """Class probabilities: ``softmax(calibration_temperature_ * decision)``
-        (``sigmoid`` for two classes).
+        """Class probabilities: ``softmax(calibration_temperature_ * decision)``; for two
+        classes ``p_1 = sigmoid(a * decision)``, ``a`` the slope of the decision's side
+        (``calibration_slopes_``).
 
         Parameters
         ----------

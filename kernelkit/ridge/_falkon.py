@@ -586,11 +586,11 @@ class FalkonClassifier(_ClassifierMixin, _FalkonBase):
         ``"logistic"`` minimises ``sum_i w_i logloss(y_i, K_nM b) + alpha / 2
         tr(b^T K_MM b)``; its ``predict_proba`` are the model's own probabilities
         (sigmoid / softmax of ``decision_function``: ``calibration_temperature_`` is
-        1). ``tol`` then bounds the estimated distance of the training rows'
-        probabilities to the optimum's (root mean square over rows, weighted: the
-        last Newton step's change times ``q / (1 - q)``, ``q`` its ratio to the step
-        before); ``max_iter`` the CG iterations of a Newton step; ``n_iter_`` counts
-        the Newton steps over the whole path of penalties.
+        1, ``calibration_slopes_`` None). ``tol`` then bounds the estimated distance
+        of the training rows' probabilities to the optimum's (root mean square over
+        rows, weighted: the last Newton step's change times ``q / (1 - q)``, ``q`` its
+        ratio to the step before); ``max_iter`` the CG iterations of a Newton step;
+        ``n_iter_`` counts the Newton steps over the whole path of penalties.
     class_weight : dict, "balanced" or None, default=None
         Weights of the classes in the loss, as scikit-learn's classifiers take them
         (``"balanced"``: ``n_samples / (n_classes * bincount(y))``), multiplied with
@@ -613,7 +613,7 @@ class FalkonClassifier(_ClassifierMixin, _FalkonBase):
         (``verbose``: the ``held-out solve`` line): the model those rows are out of,
         for a few CG steps (measured 0.1-0.3x the fit; the temperature within 2e-3
         of a fully converged split's). The fitted model is the full-data one either
-        way. ``loss="logistic"`` fits no temperature.
+        way. ``loss="logistic"`` fits no temperature nor slopes.
 
     Attributes
     ----------
@@ -677,8 +677,9 @@ class FalkonClassifier(_ClassifierMixin, _FalkonBase):
     def _fit_calibration(self, decision, y_idx, sample_weight=None):
         if self.loss == "squared":
             return _ClassifierMixin._fit_calibration(self, decision, y_idx, sample_weight)
-        # a probability model: its own sigmoid / softmax, no temperature
+        # a probability model: its own sigmoid / softmax, no temperature nor slopes
         self.calibration_temperature_ = 1.0 if self._check_calibration() else None
+        self.calibration_slopes_ = None
         return self
 
 

@@ -1,7 +1,8 @@
 """Out-of-sample decision values of the ridge-type classifiers, for their calibration.
 
 The shared calibration (:mod:`kernelkit.utils._calibration`) fits one inverse
-temperature on decision values the model did not see. Here is where they come from:
+temperature (two classes: one slope per side of the threshold) on decision values the
+model did not see. Here is where they come from:
 
 * exact kernel ridge (Cholesky): the exact leave-one-out values of the same fit. With
   ``G = K + alpha W^-1`` (``W`` the row weights, class weights included) the fit is

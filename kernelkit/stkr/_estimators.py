@@ -347,8 +347,8 @@ class STKRClassifier(OneVsAllClassifierMixin, _STKRBase):
         Labels assigned to every training row (as
         :class:`~sklearn.semi_supervised.LabelSpreading`'s).
     label_distributions_ : ndarray of shape (n_samples, n_classes) or None
-        The transductive probabilities of every training row: ``softmax`` of
-        ``calibration_temperature_`` times the fitted scores, rows normalised (as
+        The transductive probabilities of every training row: the calibrated map
+        of ``predict_proba`` applied to the fitted scores, rows normalised (as
         :class:`~sklearn.semi_supervised.LabelSpreading`'s attribute); equal to
         ``predict_proba`` on the training rows. None when ``calibration=None``.
     {calibration_attr}
@@ -442,10 +442,11 @@ class STKRClassifier(OneVsAllClassifierMixin, _STKRBase):
         fitted, oos = self._fit_targets(X, Y, labeled, coefs, w, folds)
         self.classes_ = classes
         self.transduction_ = classes[fitted.argmax(axis=1)]
-        beta = None if oos is None else self._temperature(self._layout(oos), idx, w)
-        self.calibration_temperature_ = beta
+        beta, slopes = (None, None) if oos is None else \
+            self._calibrate(self._layout(oos), idx, w)
+        self.calibration_temperature_, self.calibration_slopes_ = beta, slopes
         self.label_distributions_ = None if beta is None else \
-            np.exp(predict_log_proba_from(self._layout(fitted), beta))
+            np.exp(predict_log_proba_from(self._layout(fitted), beta, slopes))
         return self
 
     def _layout(self, s):

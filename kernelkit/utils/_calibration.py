@@ -29,6 +29,24 @@ their test log-loss 2.3x), so the whole set's count is used. Without smoothing,
 calibration rows that the scores separate perfectly (a small held-out split can)
 drive ``beta`` to infinity and the probabilities to 0 and 1; with it ``beta`` stays
 finite.
+
+Two classes get one slope on each side of the decision threshold
+(:func:`fit_calibration`): with ``d`` the decision value (positive for the second
+class),
+
+    p_1(x) = sigmoid(a_plus d(x))   where d(x) > 0,
+    p_1(x) = sigmoid(a_minus d(x))  where d(x) <= 0,
+
+with ``a_plus, a_minus > 0`` each minimising the same smoothed, weighted log-loss over
+the rows on its side (the loss separates: a row's probability depends on its own
+side's slope only). A score that is spread differently on the two sides (a one-vs-all
+regression on an imbalanced problem, or one class more compact than the other) gets a
+scale per side where one temperature is a compromise between them. Platt's intercept
+also gives an asymmetric map, but it moves the threshold; these slopes do not:
+``p_1 > 1/2`` exactly where ``d > 0``, so the arg-max is still the decision's. A side
+with fewer than ``MIN_SIDE_ROWS`` positive-weight rows has too few values to fit a
+slope of its own, and then both slopes are the temperature ``beta``. A problem that is
+symmetric under ``d -> -d`` with the labels swapped gets ``a_plus == a_minus == beta``.
 """
 
 import numpy as np
@@ -37,6 +55,8 @@ from scipy.special import log_softmax
 
 # beta is searched over [1e-6, 1e6] / (score scale): beyond, the map is a step or flat
 _LOG_BETA_RANGE = 6.0 * np.log(10.0)
+# two classes: a side of the threshold with fewer positive-weight rows keeps the temperature
+MIN_SIDE_ROWS = 10
 
 
 def class_scores(decision):
@@ -94,6 +114,52 @@ def fit_temperature(decision, y_idx, sample_weight=None):
     -------
     beta : float > 0
     """
+    S, T, w, scale = _prepared(decision, y_idx, sample_weight)
+    if not scale > 0:
+        return 1.0  # constant scores: every beta gives the same probabilities
+    return _minimise(S, T, w, scale)
+
+
+def fit_calibration(decision, y_idx, sample_weight=None):
+    """The temperature and, for two classes, the two slopes of the probability map.
+
+    Parameters
+    ----------
+    decision : ndarray of shape (n,) or (n, n_classes)
+        Out-of-sample decision values; 1-D for two classes (positive for the second).
+    y_idx : ndarray of shape (n,), int
+        Index of each row's true class.
+    sample_weight : ndarray of shape (n,) or None
+        Row weights with a positive sum; a zero-weight row does not count.
+
+    Returns
+    -------
+    beta : float > 0
+        :func:`fit_temperature`'s inverse temperature.
+    slopes : ndarray of shape (2,) or None
+        For 1-D ``decision``: ``[a_minus, a_plus]``, the slopes of ``sigmoid(a d)``
+        where ``d <= 0`` and where ``d > 0`` (index: the class that side predicts),
+        each minimising the smoothed log-loss (the targets and weights of ``beta``'s)
+        over the rows on its side; both ``beta`` when a side has fewer than
+        ``MIN_SIDE_ROWS`` positive-weight rows or the values are constant. None for
+        2-D ``decision``.
+    """
+    S, T, w, scale = _prepared(decision, y_idx, sample_weight)
+    beta = _minimise(S, T, w, scale) if scale > 0 else 1.0
+    if np.ndim(decision) != 1:
+        return beta, None
+    slopes = np.full(2, beta)
+    d = S[:, 1]  # d / 2: the decision's sign
+    sides = ((d < 0) & (w > 0), (d > 0) & (w > 0))  # a row at d == 0 is 1/2 whatever a is
+    if scale > 0 and min(np.count_nonzero(side) for side in sides) >= MIN_SIDE_ROWS:
+        for k, side in enumerate(sides):
+            slopes[k] = _minimise(S[side], T[side], w[side], scale)
+    return beta, slopes
+
+
+def _prepared(decision, y_idx, sample_weight):
+    """Class-column scores, smoothed targets, weights summing to 1 and the scores'
+    spread (0 when every row's scores are equal)."""
     S = class_scores(decision)
     y_idx = np.asarray(y_idx, dtype=np.intp)
     w = np.ones(len(S)) if sample_weight is None else np.asarray(sample_weight, float)
@@ -101,8 +167,12 @@ def fit_temperature(decision, y_idx, sample_weight=None):
     w = w / w.sum()
     # scores relative to their own spread keep the search interval scale-free
     scale = float(np.std(S - S.mean(axis=1, keepdims=True)))
-    if not scale > 0:
-        return 1.0  # constant scores: every beta gives the same probabilities
+    return S, T, w, scale
+
+
+def _minimise(S, T, w, scale):
+    """argmin over ``beta > 0`` of :func:`_loss`: a bounded search on ``log(beta *
+    scale)`` within +-``_LOG_BETA_RANGE``, then Newton steps to the root."""
     res = minimize_scalar(lambda t: _loss(np.exp(t) / scale, S, T, w),
                           bounds=(-_LOG_BETA_RANGE, _LOG_BETA_RANGE), method="bounded",
                           options={"xatol": 1e-10})
@@ -132,6 +202,12 @@ def _newton_polish(beta, S, T, w, steps=3):
     return beta
 
 
-def predict_log_proba_from(decision, beta):
-    """``log softmax(beta * scores)``, stable for any finite score."""
-    return log_softmax(beta * class_scores(decision), axis=1)
+def predict_log_proba_from(decision, beta, slopes=None):
+    """``log softmax(beta * scores)``, stable for any finite score; for 1-D (two-class)
+    ``decision`` and ``slopes = [a_minus, a_plus]``, ``log sigmoid(-+a d)`` with
+    ``a = a_plus`` where ``d > 0``, else ``a_minus`` (``beta`` unused)."""
+    S = class_scores(decision)
+    if slopes is None or np.ndim(decision) != 1:
+        return log_softmax(beta * S, axis=1)
+    a = np.where(S[:, 1] > 0, slopes[1], slopes[0])
+    return log_softmax(a[:, None] * S, axis=1)

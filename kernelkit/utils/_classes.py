@@ -12,22 +12,35 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils._available_if import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from ._calibration import fit_temperature, predict_log_proba_from
+from ._calibration import MIN_SIDE_ROWS, fit_calibration, predict_log_proba_from
 
 CALIBRATION_DOC = """calibration : {"auto"} or None, default="auto"
-        How ``predict_proba`` is obtained: ``"auto"`` fits one inverse temperature
-        ``calibration_temperature_`` on out-of-sample decision values (see the Notes),
-        and ``predict_proba`` is ``softmax(calibration_temperature_ *
-        decision_function)`` (two classes: its sigmoid). None (or False) fits no
-        calibration and removes ``predict_proba`` / ``predict_log_proba``
-        (``hasattr`` is False, as for :class:`sklearn.svm.SVC` with
-        ``probability=False``)."""
+        How ``predict_proba`` is obtained: ``"auto"`` fits the probability map on
+        out-of-sample decision values (see the Notes): with more than two classes
+        ``softmax(calibration_temperature_ * decision_function)``; with two,
+        ``p_1 = sigmoid(a * decision_function)`` with one slope ``a`` per side of
+        the threshold, ``calibration_slopes_ = [a_minus, a_plus]`` (``a_plus`` where
+        the decision is positive), so that the map can be steeper on one side than
+        on the other while ``p_1 > 1/2`` stays exactly where ``predict`` gives
+        ``classes_[1]``. None (or False) fits no calibration and removes
+        ``predict_proba`` / ``predict_log_proba`` (``hasattr`` is False, as for
+        :class:`sklearn.svm.SVC` with ``probability=False``)."""
 
 CALIBRATION_ATTR_DOC = """calibration_temperature_ : float or None
-        Inverse temperature ``beta > 0`` of ``predict_proba``: the minimiser of the
-        (weighted) log-loss of ``softmax(beta * decision)`` over the out-of-sample
-        decision values, against Platt-smoothed targets ``(N + 1) / (N + 2)`` (finite
-        when those values separate the classes); None when ``calibration=None``."""
+        Inverse temperature ``beta > 0`` of ``predict_proba`` with more than two
+        classes: the minimiser of the (weighted) log-loss of ``softmax(beta *
+        decision)`` over the out-of-sample decision values, against Platt-smoothed
+        targets ``(N + 1) / (N + 2)`` (finite when those values separate the
+        classes); with two classes the same fit of ``sigmoid(beta * decision)``,
+        which the slopes fall back to. None when ``calibration=None``.
+    calibration_slopes_ : ndarray of shape (2,) or None
+        Two classes: ``[a_minus, a_plus]``, both ``> 0``; ``predict_proba`` gives
+        ``classes_[1]`` the probability ``sigmoid(a_plus * d)`` where the decision
+        value ``d > 0`` and ``sigmoid(a_minus * d)`` elsewhere. Each slope minimises
+        the same smoothed, weighted log-loss over the out-of-sample rows on its side;
+        both equal ``calibration_temperature_`` when a side has fewer than
+        """ + str(MIN_SIDE_ROWS) + """ positive-weight rows. None with more than two
+        classes or ``calibration=None``."""
 
 
 def _calibration_on(est):
@@ -45,8 +58,9 @@ class OneVsAllClassifierMixin(ClassifierMixin):
     for ``classes_[1]``; else one column per class, the largest predicted).
 
     Probabilities are a softmax of the decision values at one inverse temperature
-    fitted on out-of-sample values (:mod:`kernelkit.utils._calibration`): one
-    positive scale keeps the arg-max, so ``argmax(predict_proba) == predict``.
+    fitted on out-of-sample values (:mod:`kernelkit.utils._calibration`), for two
+    classes a sigmoid with one positive slope per side of the threshold: either keeps
+    the arg-max, so ``argmax(predict_proba) == predict``.
     """
 
     _binary_offset = 0.0  # the output's decision threshold for two classes
@@ -88,13 +102,14 @@ class OneVsAllClassifierMixin(ClassifierMixin):
         """Index in ``classes_`` of each row's class, from ``decision_function``'s
         ``scores``. A calibrated model takes the arg-max of the probability row that
         :meth:`predict_proba` computes from the same scores: the decision's arg-max
-        (one positive scale keeps it), except where probabilities tie in float64
-        while the scores do not (a kernel underflowing leaves scores of +-1e-36 and
-        uniform probabilities); both then resolve to the first tied class, so
-        ``argmax(predict_proba) == predict`` holds on every row."""
-        beta = getattr(self, "calibration_temperature_", None)
+        (a positive scale, or two positive slopes that keep the sign, preserve it),
+        except where probabilities tie in float64 while the scores do not (a kernel
+        underflowing leaves scores of +-1e-36 and uniform probabilities); both then
+        resolve to the first tied class, so ``argmax(predict_proba) == predict``
+        holds on every row."""
+        beta, slopes = self._calibration_map()
         if beta is not None and _calibration_on(self) and np.all(np.isfinite(scores)):
-            return np.exp(predict_log_proba_from(scores, beta)).argmax(axis=1)
+            return np.exp(predict_log_proba_from(scores, beta, slopes)).argmax(axis=1)
         return (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
 
     # ------------------------------------------------------------ calibration
@@ -107,24 +122,35 @@ class OneVsAllClassifierMixin(ClassifierMixin):
             return True
         raise ValueError(f"calibration must be 'auto' or None, got {c!r}.")
 
-    def _temperature(self, decision, y_idx, sample_weight=None):
-        """The inverse temperature for out-of-sample ``decision`` values (None when off).
+    def _calibration_map(self):
+        """``(calibration_temperature_, calibration_slopes_)``: None where not fitted
+        (the slopes also for a model pickled before they existed: its temperature
+        then maps both sides)."""
+        return (getattr(self, "calibration_temperature_", None),
+                getattr(self, "calibration_slopes_", None))
+
+    def _calibrate(self, decision, y_idx, sample_weight=None):
+        """The temperature and the two-class slopes for out-of-sample ``decision``
+        values (:func:`~kernelkit.utils._calibration.fit_calibration`); ``(None,
+        None)`` when off.
 
         ``decision`` has ``decision_function``'s layout, ``y_idx`` the true class index
         of each row in ``classes_``; rows with zero weight do not count.
         """
         if not self._check_calibration():
-            return None
+            return None, None
         decision = np.asarray(decision, dtype=np.float64)
         if decision.ndim == 2 and decision.shape[1] == 1:
             decision = decision[:, 0]
         if sample_weight is not None and not np.sum(sample_weight) > 0:
             sample_weight = None  # no weighted row among them: all count alike
-        return fit_temperature(decision, y_idx, sample_weight)
+        return fit_calibration(decision, y_idx, sample_weight)
 
     def _fit_calibration(self, decision, y_idx, sample_weight=None):
-        """Set ``calibration_temperature_`` from out-of-sample decision values."""
-        self.calibration_temperature_ = self._temperature(decision, y_idx, sample_weight)
+        """Set ``calibration_temperature_`` and ``calibration_slopes_`` from
+        out-of-sample decision values."""
+        self.calibration_temperature_, self.calibration_slopes_ = self._calibrate(
+            decision, y_idx, sample_weight)
         return self
 
     @available_if(_calibration_on)
@@ -147,9 +173,10 @@ class OneVsAllClassifierMixin(ClassifierMixin):
     def predict_proba(self, X):
         """Class probabilities ``softmax(calibration_temperature_ * decision_function(X))``.
 
-        For two classes ``p_1 = sigmoid(calibration_temperature_ * decision_function(X))``.
-        ``argmax(predict_proba(X)) == predict(X)`` on every row (:meth:`predict`
-        resolves probabilities tied to rounding as ``argmax`` does).
+        For two classes ``p_1 = sigmoid(a * d)`` with ``d = decision_function(X)`` and
+        ``a = calibration_slopes_[1]`` where ``d > 0``, ``calibration_slopes_[0]``
+        elsewhere. ``argmax(predict_proba(X)) == predict(X)`` on every row
+        (:meth:`predict` resolves probabilities tied to rounding as ``argmax`` does).
 
         Parameters
         ----------
@@ -166,9 +193,9 @@ class OneVsAllClassifierMixin(ClassifierMixin):
             With ``calibration=None`` (``hasattr(est, "predict_proba")`` is False).
         """
         check_is_fitted(self)
-        beta = getattr(self, "calibration_temperature_", None)
+        beta, slopes = self._calibration_map()
         if beta is None:
             raise NotFittedError(f"This {type(self).__name__} was fitted with "
                                  "calibration=None; refit it with calibration='auto' to "
                                  "use predict_proba.")
-        return np.exp(predict_log_proba_from(self.decision_function(X), beta))
+        return np.exp(predict_log_proba_from(self.decision_function(X), beta, slopes))
