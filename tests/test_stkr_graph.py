@@ -281,13 +281,13 @@ def test_row_hashes_and_centring_compiled_equal_reference(block, monkeypatch):
     X[8, 0], X[9, 0] = 5e-324, -1e30
     mult = _graph._hash_factors(X)
     ref, got = (np.empty(300, dtype=np.uint64) for _ in range(2))
-    _loops.row_hashes(X, X.view(np.uint64), mult, ref)
-    _loops_numba.row_hashes(X, X.view(np.uint64), mult, got)
+    _loops.row_hashes(X, 1.0, mult, ref)
+    _loops_numba.row_hashes(X, 1.0, mult, got)
     np.testing.assert_array_equal(got, ref)
     assert ref[6] == ref[7] and np.unique(ref).size == 299
     Y = X.copy()
     Y[5, 3] = 0.0
-    _loops.row_hashes(Y, Y.view(np.uint64), mult, got)
+    _loops.row_hashes(Y, 1.0, mult, got)
     assert got[5] == ref[5]
     for engine in ("numpy", "numba"):  # locations: the same on either engine
         loc, first = _graph.locations(X, engine)
@@ -297,7 +297,7 @@ def test_row_hashes_and_centring_compiled_equal_reference(block, monkeypatch):
     want = X - mu
     for loops in (_loops, _loops_numba):
         out, norms = np.empty(X.shape, dtype=np.float32), np.empty(300)
-        loops.centre32(X, mu, out, norms)
+        loops.centre32(X, mu, out, norms, 1.0)
         np.testing.assert_array_equal(out, want.astype(np.float32))
         np.testing.assert_allclose(norms, (want**2).sum(1), rtol=1e-14)
     # exact pair distances: a pair and its transpose alike to the bit, any d (tails)
@@ -305,9 +305,184 @@ def test_row_hashes_and_centring_compiled_equal_reference(block, monkeypatch):
     for d in (13, 16, 3):
         A = np.ascontiguousarray(X[:, :d])
         fwd, back, ref = np.empty(500), np.empty(500), np.empty(500)
-        _loops_numba.pair_sq_dists(A, A, rows, cols, fwd)
-        _loops_numba.pair_sq_dists(A, A, cols, rows, back)
-        _loops.pair_sq_dists(A, A, rows, cols, ref)
+        _loops_numba.pair_sq_dists(A, A, rows, cols, fwd, 1.0)
+        _loops_numba.pair_sq_dists(A, A, cols, rows, back, 1.0)
+        _loops.pair_sq_dists(A, A, rows, cols, ref, 1.0)
         np.testing.assert_array_equal(fwd, back)
         np.testing.assert_allclose(fwd, ((A[rows] - A[cols]) ** 2).sum(1), rtol=1e-14)
         np.testing.assert_allclose(ref, fwd, rtol=1e-14)
+
+
+def _stretched(n, d, seed, length=120.0):
+    """Rows along one direction (a long cloud) with unit noise: most pairs lie far apart
+    in the projection, so the sorted search leaves them out."""
+    rng = np.random.default_rng(seed)
+    t = rng.uniform(-length / 2, length / 2, n)
+    return np.outer(t, np.ones(d) / np.sqrt(d)) + rng.standard_normal((n, d))
+
+
+def _count_products(monkeypatch):
+    pairs = []
+    product = _neighbours._Gemm._product
+    monkeypatch.setattr(_neighbours._Gemm, "_product",
+                        lambda self, A, B: pairs.append(A.shape[0] * B.shape[0])
+                        or product(self, A, B))
+    return pairs
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_sorted_search_leaves_far_pairs_out_and_equals_brute_force(engine, monkeypatch):
+    # rows sorted by their projection, each panel multiplying only its window: far
+    # fewer products than the half Gram matrix, the same graph as every distance gives
+    monkeypatch.setattr(_neighbours, "PANEL_ROWS", 32)
+    monkeypatch.setattr(_neighbours, "TILE", 64)
+    X = _stretched(700, 30, seed=1)
+    X = np.r_[X, X[:20], X[20:25] + 1e-9]  # copies and near-copies
+    Xq = np.r_[X[:15] + 0.3, _stretched(15, 30, seed=2)]
+    e = _graph.max_exponent(X)
+    Xs = _graph.scale(X, e)
+    loc, first = _graph.locations(Xs)
+    n = first.size
+    pairs = _count_products(monkeypatch)
+    _graph.knn_graph(Xs, 7, loc, first, engine)
+    assert sum(pairs) < 0.5 * n * n / 2, sum(pairs) / (n * n / 2)
+    _assert_same(*_both(X, Xq, 7, engine))
+    # the search's own record: every pair that no product covered lies beyond both
+    # rows' bounds, and a row has a finite bound exactly when a pair of it was left out
+    U = Xs[first]
+    norms = _neighbours.sq_norms(U)
+    search = _neighbours._Gemm(U, U, True, engine, norms, norms,
+                               lambda a, rows, margin: np.full(rows.size, 40.0 / 4**e))
+    windows = []
+    record = _neighbours._Gemm._skipped_bounds
+    monkeypatch.setattr(_neighbours._Gemm, "_skipped_bounds",
+                        lambda self, ends: windows.append(dict(ends)) or record(self, ends))
+    search.smallest(24)
+    covered = np.zeros((n, n), dtype=bool)
+    for i0, (i1, end) in windows[0].items():
+        covered[i0:i1, i0:end] = True
+    covered |= covered.T
+    covered = covered[search.pos][:, search.pos]  # positions -> rows
+    lb2 = search.skip_lb2
+    D = ((U[:, None] - U[None]) ** 2).sum(-1)
+    np.testing.assert_array_equal(np.isfinite(lb2), ~covered.all(axis=1))
+    assert 0.3 < np.isfinite(lb2).mean() and (~covered).mean() > 0.5
+    assert np.all(D[~covered] >= np.maximum.outer(lb2, lb2)[~covered])
+    assert np.all(lb2 > 0)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("data", ["stretched", "lattice"])
+def test_sorted_search_regrows_rows_a_short_window_left_incomplete(engine, data,
+                                                                   monkeypatch):
+    # windows cut right after the diagonal tiles (a whole-row search costing nothing):
+    # most rows miss pairs they need, which the bounds from the final buffers find;
+    # those rows are searched whole again
+    monkeypatch.setattr(_neighbours, "PANEL_ROWS", 24)
+    monkeypatch.setattr(_neighbours, "TILE", 50)
+    monkeypatch.setattr(_neighbours, "REGROW", 0.0)
+    calls = []
+    regrow = _neighbours._Gemm._smallest_rows
+    monkeypatch.setattr(_neighbours._Gemm, "_smallest_rows",
+                        lambda self, rows, K: calls.append(rows.size) or regrow(self, rows, K))
+    if data == "stretched":
+        X = _stretched(400, 20, seed=3, length=40.0)
+        Xq = X[:20] + 0.2
+    else:
+        X, Xq = _lattice(330, 30, seed=4)
+        X = np.r_[X, X[:25]]
+    _assert_same(*_both(X, Xq, 5, engine))
+    assert calls and calls[0] > 50
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_projection_gaps_bound_the_distances(engine, monkeypatch):
+    # rows on a line (plus exact copies): the projection gap is the distance itself
+    # up to the rounding allowance, never above it; positions map back to the rows
+    monkeypatch.setattr(_neighbours, "TILE", 64)
+    monkeypatch.setattr(_neighbours, "PANEL_ROWS", 32)
+    rng = np.random.default_rng(6)
+    d = 24
+    w = rng.standard_normal(d)
+    t = rng.uniform(-1, 1, 300)
+    X = 5.0 + np.outer(t, w)
+    X = np.r_[X, X[:10]]
+    norms = _neighbours.sq_norms(X)
+    search = _neighbours._Gemm(X, X, True, engine, norms, norms,
+                               lambda a, rows, margin: np.full(rows.size, np.inf))
+    assert search.order is not None
+    np.testing.assert_array_equal(search.order[search.pos], np.arange(X.shape[0]))
+    assert np.all(np.diff(search.proj) >= 0)
+    p = search.proj[search.pos]
+    gap = np.maximum(np.abs(p[:, None] - p[None]) * (1 - 1e-15) - 2 * search.err, 0.0)
+    lb2 = (gap / search.vnorm) ** 2 * (1 - 1e-12)
+    D = ((X[:, None] - X[None]) ** 2).sum(-1)
+    assert np.all(lb2 <= D)
+    far = D > 1e-6
+    np.testing.assert_allclose(lb2[far], D[far], rtol=1e-6)
+    # the rows in sorted order, centred and rounded to float32
+    np.testing.assert_array_equal(search.Uc, (X[search.order] - X.mean(0)).astype(np.float32))
+    np.testing.assert_allclose(search.nu, ((X - X.mean(0)) ** 2).sum(1), rtol=1e-12)
+    # with no window (bound infinite) nothing is left out
+    a, idx = search.smallest(12)
+    assert np.all(np.isinf(search.skip_lb2))
+    np.testing.assert_allclose(a[:, 0], 0.0, atol=float(search.margin.max()))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("f", [0.5, 2.0**-40, 8.0])
+def test_passes_read_rows_scaled_as_a_copy_holds_them(engine, f, monkeypatch):
+    # each pass reading X * f (a power of two) sees the values of the scaled copy,
+    # subnormal roundings included: hashes, centring, projections, pair distances and
+    # norms equal to the bit, so the graph of the fit without the copy is the same
+    from kernelkit.stkr import _loops, _loops_numba
+
+    loops = _loops_numba if engine == "numba" else _loops
+    monkeypatch.setattr(_loops_numba, "_ROWS", 64)
+    rng = np.random.default_rng(8)
+    X = rng.standard_normal((300, 21))
+    X[rng.random(X.shape) < 0.2] = 0.0
+    X[:40, 3] = rng.uniform(1e-310, 1e-300, 40)  # subnormal once scaled down
+    X[40, 5], X[41] = -0.0, X[42]
+    Xs = X * f
+    mult = _graph._hash_factors(X)
+    h_f, h_s = np.empty(300, dtype=np.uint64), np.empty(300, dtype=np.uint64)
+    loops.row_hashes(X, f, mult, h_f)
+    loops.row_hashes(Xs, 1.0, mult, h_s)
+    np.testing.assert_array_equal(h_f, h_s)
+    for a, b in zip(_graph.locations(X, engine, f), _graph.locations(Xs, engine)):
+        np.testing.assert_array_equal(a, b)
+    mu, v = Xs.mean(0), rng.standard_normal(21)
+    out = [[np.empty((300, 21), np.float32), np.empty(300)] for _ in range(2)]
+    loops.centre32(X, mu, *out[0], f)
+    loops.centre32(Xs, mu, *out[1], 1.0)
+    proj = [[np.empty(300), np.empty(300)] for _ in range(2)]
+    loops.project(X, mu, v, *proj[0], f)
+    loops.project(Xs, mu, v, *proj[1], 1.0)
+    order = rng.permutation(300)
+    rows32 = [np.empty((300, 21), np.float32) for _ in range(2)]
+    loops.centre32_rows(X, order, mu, rows32[0], f)
+    loops.centre32_rows(Xs, order, mu, rows32[1], 1.0)
+    rows, cols = rng.integers(0, 300, 400), rng.integers(0, 300, 400)
+    d2 = [np.empty(400), np.empty(400)]
+    loops.pair_sq_dists(X, X, rows, cols, d2[0], f)
+    loops.pair_sq_dists(Xs, Xs, rows, cols, d2[1], 1.0)
+    for a, b in [*zip(*out), *zip(*proj), rows32, d2]:
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(rows32[0], out[0][0][order])
+    np.testing.assert_allclose(proj[0][1], (Xs - mu) @ v, rtol=1e-12, atol=1e-300)
+    # norms scaled a block at a time (3 blocks of 1,337 rows at 784 features)
+    B = rng.standard_normal((3000, 784))
+    np.testing.assert_array_equal(_neighbours.sq_norms(B, f), _neighbours.sq_norms(B * f))
+    # the whole graph (sorted search: 330 rows, tile 64), and with copies (a gather)
+    monkeypatch.setattr(_neighbours, "TILE", 64)
+    monkeypatch.setattr(_neighbours, "PANEL_ROWS", 32)
+    Z = np.r_[_stretched(330, 24, seed=9), X[:30, :3] @ np.ones((3, 24))] * 1e3
+    for A in (Z, np.r_[Z, Z[:12]]):
+        e = _graph.max_exponent(A)
+        g = _graph.scale_factor(e)
+        loc, first = _graph.locations(A, engine, g)
+        copy = _graph.knn_graph(_graph.scale(A, e), 6, loc, first, engine)
+        lazy = _graph.knn_graph(A, 6, loc, first, engine, g)
+        assert (copy[0] != lazy[0]).nnz == 0 and (copy[2] != lazy[2]).nnz == 0
+        np.testing.assert_array_equal(copy[1], lazy[1])

@@ -92,10 +92,14 @@ class _STKRBase(ArrayAPIMixin, BaseEstimator):
         """The base kernel on the training rows, and the fitted state it needs later."""
         if _is_knn(self.kernel):
             e = _graph.max_exponent(X)
-            Xs = _graph.scale(X, e)
-            loc, first = _graph.locations(Xs, self.backend_)
+            f = _graph.scale_factor(e)
+            if f is None or sparse.issparse(X):
+                Xs, f = _graph.scale(X, e), 1.0
+            else:  # dense rows are read scaled by f, the values a copy would hold
+                Xs = X
+            loc, first = _graph.locations(Xs, self.backend_, f)
             W, radius2, reverse = _graph.knn_graph(Xs, int(self.n_neighbors), loc, first,
-                                                   self.backend_)
+                                                   self.backend_, f)
             S, degree = _graph.normalised_adjacency(W)
             state = dict(knn_radius2_=radius2, knn_degree_=degree, knn_location_=loc,
                          knn_scale_exp_=e, _knn_first=first, _knn_reverse=reverse)

@@ -57,29 +57,38 @@ def max_exponent(X):
     return int(np.frexp(amax)[1]) if amax > 0 else 0
 
 
+def scale_factor(e):
+    """``2**-e`` as a float, or None where it is not representable (then only
+    :func:`scale`'s ``ldexp`` scales)."""
+    with np.errstate(over="ignore"):
+        f = float(np.ldexp(1.0, -e))
+    return f if 0.0 < f < np.inf else None
+
+
 def scale(X, e):
     """``X * 2**-e``, exact (no overflow or underflow of the factor itself).
 
     A product by a power of two is correctly rounded as ``ldexp`` is (they differ only
     where the result is subnormal, and both round it to nearest), and a product is several
-    times faster; ``ldexp`` serves where ``2**-e`` itself is not representable.
+    times faster; ``ldexp`` serves where ``2**-e`` itself is not representable. The fit
+    does not copy dense rows: its passes read ``X * scale_factor(e)`` (the same values).
     """
-    with np.errstate(over="ignore"):
-        f = float(np.ldexp(1.0, -e))
+    f = scale_factor(e)
     if sparse.issparse(X):
         X = X.copy()
-        X.data = X.data * f if 0.0 < f < np.inf else np.ldexp(X.data, -e)
+        X.data = X.data * f if f is not None else np.ldexp(X.data, -e)
         return X
-    return X * f if 0.0 < f < np.inf else np.ldexp(X, -e)
+    return X * f if f is not None else np.ldexp(X, -e)
 
 
-def locations(X, engine="numpy"):
+def locations(X, engine="numpy", factor=1.0):
     """Location index of each row (exactly equal rows share one) and each location's first row.
 
     Locations are numbered in the order of their first row (``first`` ascending).
     Dense rows are grouped by an exact integer hash of their bits (``-0.0`` as ``0.0``;
     ``engine`` computes it: :func:`._loops.row_hashes`) and every row of a group is
-    compared with the group's first; sparse rows by their canonical CSR form.
+    compared with the group's first; sparse rows by their canonical CSR form. Dense rows
+    are those of ``X * factor`` (:func:`scale_factor`; CSR rows come scaled).
 
     Returns
     -------
@@ -89,16 +98,15 @@ def locations(X, engine="numpy"):
     if not sparse.issparse(X):
         X = np.ascontiguousarray(X, dtype=np.float64)
         hashes = np.empty(X.shape[0], dtype=np.uint64)
-        select_loops(__package__, engine).row_hashes(X, X.view(np.uint64), _hash_factors(X),
-                                                     hashes)
+        select_loops(__package__, engine).row_hashes(X, factor, _hash_factors(X), hashes)
         _, first, loc = np.unique(hashes, return_index=True, return_inverse=True)
         loc = loc.reshape(-1)
         dup = np.flatnonzero(first[loc] != np.arange(X.shape[0]))
-        if np.array_equal(X[dup], X[first[loc[dup]]]):  # no two distinct rows collided
+        if np.array_equal(X[dup] * factor, X[first[loc[dup]]] * factor):  # no collision
             rank = np.empty(first.size, dtype=np.intp)
             rank[np.argsort(first)] = np.arange(first.size)
             return rank[loc], np.sort(first)
-        keys = [r.tobytes() for r in X + 0.0]
+        keys = [r.tobytes() for r in X * factor + 0.0]
     else:
         X = X.tocsr(copy=True)
         X.sum_duplicates()  # also sorts the indices: a canonical form of each row
@@ -130,13 +138,15 @@ def _formats(Q, U):
     return np.ascontiguousarray(Q.toarray() if sparse.issparse(Q) else Q), U
 
 
-def _neighbourhoods(Q, U, k, engine, symmetric):
-    """Candidate pairs ``(rows, cols)`` in row order with their exact ``d2`` and ``same``."""
-    norm_q = sq_norms(Q)
-    norm_u = norm_q if symmetric else sq_norms(U)
-    indptr, cols = candidates(Q, U, k, SAME, SLACK, engine, symmetric, (norm_q, norm_u))
+def _neighbourhoods(Q, U, k, engine, symmetric, factor=1.0):
+    """Candidate pairs ``(rows, cols)`` in row order with their exact ``d2`` and ``same``
+    (dense rows read as ``Q * factor``, ``U * factor``)."""
+    norm_q = sq_norms(Q, factor)
+    norm_u = norm_q if symmetric else sq_norms(U, factor)
+    indptr, cols = candidates(Q, U, k, SAME, SLACK, engine, symmetric, (norm_q, norm_u),
+                              factor)
     rows = np.repeat(np.arange(Q.shape[0]), np.diff(indptr))
-    d2 = pair_sq_dists(Q, U, rows, cols, engine)
+    d2 = pair_sq_dists(Q, U, rows, cols, engine, factor)
     same = d2 <= SAME * (norm_q[rows] + norm_u[cols])
     d2[same] = 0.0
     return rows, cols, d2, same
@@ -165,19 +175,22 @@ def _expand(Wl, loc, first):
     return (P @ Wl @ P.T).tocsr()
 
 
-def knn_graph(X, n_neighbors, loc, first, engine="numpy"):
+def knn_graph(X, n_neighbors, loc, first, engine="numpy", factor=1.0):
     """Symmetric kNN adjacency over the locations, with each point's radius.
 
     Parameters
     ----------
     X : ndarray or scipy.sparse.csr_matrix of shape (n_samples, n_features), float64
-        Already scaled (:func:`scale`).
+        Already scaled (:func:`scale`), or dense rows scaled by ``factor`` as they are read.
     n_neighbors : int
         ``k``, counted in distinct locations.
     loc, first : ndarray of int
         As returned by :func:`locations`.
     engine : {"numpy", "numba"}, default="numpy"
         Engine of the Gram search's selection pass (same graph either way).
+    factor : float, default=1.0
+        Dense rows are ``X * factor`` (:func:`scale_factor`): the graph of the scaled
+        rows without a scaled copy of ``X``.
 
     Returns
     -------
@@ -189,9 +202,12 @@ def knn_graph(X, n_neighbors, loc, first, engine="numpy"):
         ``reverse[c, b]``: ``b != c`` and ``d(x_c, x_b)^2 <= SLACK r_b^2`` (the reverse
         test of a query in the cell of ``c``).
     """
-    U = _formats(X, X if first.size == X.shape[0] else X[first])[1]
+    if first.size == X.shape[0]:
+        U = _formats(X, X)[1]
+    else:  # the locations' rows: a gather, scaled as it is copied
+        U, factor = _formats(X, X[first] * factor if factor != 1.0 else X[first])[1], 1.0
     n_loc = first.size
-    rows, cols, d2, same = _neighbourhoods(U, U, n_neighbors, engine, symmetric=True)
+    rows, cols, d2, same = _neighbourhoods(U, U, n_neighbors, engine, True, factor)
     other = rows != cols
     r = _kth_valid(rows, d2, other & ~same, n_neighbors, n_loc)
     within = other & (d2 <= SLACK * r[rows])
@@ -210,21 +226,26 @@ def normalised_adjacency(W):
     return (sparse.diags(inv) @ W @ sparse.diags(inv)).tocsr(), degree
 
 
-def _location_sums(V, loc, n_loc):
+def location_sum_matrix(loc, n_loc):
+    """The sparse ``(n_loc, n_samples)`` 0/1 matrix that sums the rows of each location."""
+    return sparse.csr_matrix((np.ones(loc.size), (loc, np.arange(loc.size))),
+                             shape=(n_loc, loc.size))
+
+
+def _location_sums(V, loc, n_loc, P=None):
     if n_loc == loc.size:
         out = np.empty_like(V)
         out[loc] = V
         return out
-    P = sparse.csr_matrix((np.ones(loc.size), (loc, np.arange(loc.size))),
-                          shape=(n_loc, loc.size))
-    return np.asarray(P @ V)
+    return np.asarray((location_sum_matrix(loc, n_loc) if P is None else P) @ V)
 
 
-def location_means(V, loc, counts):
-    """``E V``: each row replaced by the mean of the rows at its location."""
+def location_means(V, loc, counts, P=None):
+    """``E V``: each row replaced by the mean of the rows at its location (``P``: the
+    :func:`location_sum_matrix`, when the caller holds it)."""
     if counts.size == loc.size:  # every row its own location: E = I
         return V
-    sums = _location_sums(V, loc, counts.size)
+    sums = _location_sums(V, loc, counts.size, P)
     return (sums / counts.reshape((-1,) + (1,) * (V.ndim - 1)))[loc]
 
 

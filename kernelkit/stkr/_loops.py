@@ -50,31 +50,56 @@ def keep_smallest_columns(P, norms, row0, val, idx, start):
     keep_smallest(P[:, start:].T, norms, row0, val, idx)
 
 
-def row_hashes(X, bits, mult, out):
-    """``out[i] = sum_j bits(x_ij) mult_j mod 2**64`` (``bits = X.view(uint64)``; ``-0.0``
-    hashes as ``0.0``): order-free and exact, so the engines agree to the bit."""
+def _scaled(A, factor):
+    return A if factor == 1.0 else A * factor
+
+
+def row_hashes(X, factor, mult, out):
+    """``out[i] = sum_j bits(y_ij) mult_j mod 2**64`` for the rows ``Y = X * factor``
+    (C-ordered ``X``; ``bits``: the float64's as uint64, ``-0.0`` hashes as ``0.0``):
+    order-free and exact, so the engines agree to the bit."""
     step = max(1, 2**21 // max(1, X.shape[1]))
     for s in range(0, X.shape[0], step):
-        b = np.where(X[s:s + step] == 0.0, np.uint64(0), bits[s:s + step])
+        Y = np.ascontiguousarray(_scaled(X[s:s + step], factor))
+        b = np.where(Y == 0.0, np.uint64(0), Y.view(np.uint64))
         out[s:s + step] = (b * mult).sum(axis=1, dtype=np.uint64)
 
 
-def centre32(A, mu, out, norms):
-    """``out = float32(A - mu)`` and ``norms = |A - mu|^2`` per row (from the float64
-    differences), for dense ``A``."""
+def centre32(A, mu, out, norms, factor):
+    """``out = float32(Y - mu)`` and ``norms = |Y - mu|^2`` per row (from the float64
+    differences) for the dense rows ``Y = A * factor`` (each pass below reads its rows
+    scaled so: by a power of two, the values that a scaled copy would hold)."""
     step = max(1, 2**22 // max(1, A.shape[1]))
     for s in range(0, A.shape[0], step):
-        C = A[s:s + step] - mu
+        C = _scaled(A[s:s + step], factor) - mu
         out[s:s + step] = C
         norms[s:s + step] = np.einsum("ij,ij->i", C, C)
 
 
-def pair_sq_dists(A, B, rows, cols, out):
-    """``out[p] = |A[rows[p]] - B[cols[p]]|^2`` for dense rows (differences: exact to
-    rounding, no cancellation of large norms)."""
+def project(A, mu, v, norms, proj, factor):
+    """``norms = |Y - mu|^2`` and ``proj = (Y - mu) . v`` per row of ``Y = A * factor``
+    (from the float64 differences; the search's ordering of the rows)."""
+    step = max(1, 2**22 // max(1, A.shape[1]))
+    for s in range(0, A.shape[0], step):
+        C = _scaled(A[s:s + step], factor) - mu
+        norms[s:s + step] = np.einsum("ij,ij->i", C, C)
+        proj[s:s + step] = C @ v
+
+
+def centre32_rows(A, order, mu, out, factor):
+    """``out[r] = float32(Y[order[r]] - mu)``, ``Y = A * factor``: :func:`centre32`'s rows
+    in another order."""
+    step = max(1, 2**22 // max(1, A.shape[1]))
+    for s in range(0, order.size, step):
+        out[s:s + step] = _scaled(A[order[s:s + step]], factor) - mu
+
+
+def pair_sq_dists(A, B, rows, cols, out, factor):
+    """``out[p] = |Y[rows[p]] - Z[cols[p]]|^2`` for the dense rows ``Y = A * factor``,
+    ``Z = B * factor`` (differences: exact to rounding, no cancellation of large norms)."""
     step = max(1, 2**22 // max(1, A.shape[1]))
     for s in range(0, rows.size, step):
-        D = A[rows[s:s + step]] - B[cols[s:s + step]]
+        D = _scaled(A[rows[s:s + step]], factor) - _scaled(B[cols[s:s + step]], factor)
         out[s:s + step] = np.einsum("ij,ij->i", D, D)
 
 

@@ -11,12 +11,23 @@ whole first); a smaller one is inserted into the sorted buffer.
 import numba as nb
 import numpy as np
 
-from ..utils._threads import map_row_blocks
+from ..utils._threads import map_row_blocks, n_workers
 
 # rows of a block of the row-wise passes below, run on kernelkit's pool (a serial
 # compiled kernel per block: no barrier of Numba's own threads, which stalls whenever
 # another process holds a core)
 _ROWS = 2048
+
+
+def _even(n):
+    """Rows per block of a pass whose rows are independent (no sums across rows: any
+    blocking gives the same result): at most ``_ROWS``, in a number of blocks that is
+    a multiple of twice the workers, of equal size (2,048-row blocks would split
+    10,000 rows 3:2 over two workers)."""
+    per = 2 * n_workers()
+    return max(1, -(-n // (per * -(-n // (per * _ROWS)))))
+
+
 # reassociation lets the run's minimum vectorise; no "nnan"/"ninf": empty slots are inf
 _FAST = {"nsz", "arcp", "contract", "reassoc"}
 
@@ -69,42 +80,82 @@ def keep_smallest_columns(P, norms, row0, val, idx, start):
 
 
 @nb.njit(cache=True, nogil=True)
-def _row_hashes(X, bits, mult, out):
+def _row_hashes(X, factor, mult, out):
     n, d = X.shape
+    cell = np.empty(1)
+    bits = cell.view(np.uint64)  # the bits of the scaled value, through one slot
     for i in range(n):
         h = np.uint64(0)
         for t in range(d):
-            if X[i, t] != 0.0:
-                h += bits[i, t] * mult[t]
+            y = X[i, t] * factor
+            if y != 0.0:
+                cell[0] = y
+                h += bits[0] * mult[t]
         out[i] = h
 
 
-def row_hashes(X, bits, mult, out):
+def row_hashes(X, factor, mult, out):
     """Compiled :func:`kernelkit.stkr._loops.row_hashes` (unsigned arithmetic wraps)."""
-    map_row_blocks(lambda a, b: _row_hashes(X[a:b], bits[a:b], mult, out[a:b]),
-                   X.shape[0], _ROWS)
+    map_row_blocks(lambda a, b: _row_hashes(X[a:b], factor, mult, out[a:b]), X.shape[0],
+                   _even(X.shape[0]))
 
 
 @nb.njit(cache=True, nogil=True)
-def _centre32(A, mu, out, norms):
+def _centre32(A, mu, out, norms, factor):
     n, d = A.shape
     for i in range(n):
         s = 0.0
         for t in range(d):
-            c = A[i, t] - mu[t]
+            c = A[i, t] * factor - mu[t]
             out[i, t] = c
             s += c * c
         norms[i] = s
 
 
-def centre32(A, mu, out, norms):
+def centre32(A, mu, out, norms, factor):
     """Compiled :func:`kernelkit.stkr._loops.centre32` (one pass)."""
-    map_row_blocks(lambda a, b: _centre32(A[a:b], mu, out[a:b], norms[a:b]), A.shape[0],
-                   _ROWS)
+    map_row_blocks(lambda a, b: _centre32(A[a:b], mu, out[a:b], norms[a:b], factor),
+                   A.shape[0], _even(A.shape[0]))
 
 
 @nb.njit(cache=True, nogil=True)
-def _pair_sq_dists(A, B, rows, cols, out):
+def _project(A, mu, v, norms, proj, factor):
+    n, d = A.shape
+    for i in range(n):
+        s = 0.0
+        p = 0.0
+        for t in range(d):
+            c = A[i, t] * factor - mu[t]
+            s += c * c
+            p += c * v[t]
+        norms[i] = s
+        proj[i] = p
+
+
+def project(A, mu, v, norms, proj, factor):
+    """Compiled :func:`kernelkit.stkr._loops.project` (one pass)."""
+    map_row_blocks(lambda a, b: _project(A[a:b], mu, v, norms[a:b], proj[a:b], factor),
+                   A.shape[0], _even(A.shape[0]))
+
+
+@nb.njit(cache=True, nogil=True)
+def _centre32_rows(A, order, mu, out, factor):
+    d = A.shape[1]
+    for r in range(order.size):
+        i = order[r]
+        for t in range(d):
+            out[r, t] = A[i, t] * factor - mu[t]
+
+
+def centre32_rows(A, order, mu, out, factor):
+    """Compiled :func:`kernelkit.stkr._loops.centre32_rows` (rows gathered as they are
+    centred: no reordered float64 copy)."""
+    map_row_blocks(lambda a, b: _centre32_rows(A, order[a:b], mu, out[a:b], factor),
+                   order.size, _even(order.size))
+
+
+@nb.njit(cache=True, nogil=True)
+def _pair_sq_dists(A, B, rows, cols, out, f):
     d = A.shape[1]
     d4 = d - d % 4
     for p in range(rows.size):
@@ -112,25 +163,25 @@ def _pair_sq_dists(A, B, rows, cols, out):
         j = cols[p]
         s0 = s1 = s2 = s3 = 0.0
         for t in range(0, d4, 4):
-            e0 = A[i, t] - B[j, t]
-            e1 = A[i, t + 1] - B[j, t + 1]
-            e2 = A[i, t + 2] - B[j, t + 2]
-            e3 = A[i, t + 3] - B[j, t + 3]
+            e0 = A[i, t] * f - B[j, t] * f
+            e1 = A[i, t + 1] * f - B[j, t + 1] * f
+            e2 = A[i, t + 2] * f - B[j, t + 2] * f
+            e3 = A[i, t + 3] * f - B[j, t + 3] * f
             s0 += e0 * e0
             s1 += e1 * e1
             s2 += e2 * e2
             s3 += e3 * e3
         for t in range(d4, d):
-            e0 = A[i, t] - B[j, t]
+            e0 = A[i, t] * f - B[j, t] * f
             s0 += e0 * e0
         out[p] = (s0 + s1) + (s2 + s3)
 
 
-def pair_sq_dists(A, B, rows, cols, out):
+def pair_sq_dists(A, B, rows, cols, out, factor):
     """Compiled :func:`kernelkit.stkr._loops.pair_sq_dists`: four partial sums per pair
     (independent chains of additions, not one chain four times as long), combined as
     ``(s0 + s1) + (s2 + s3)``: a fixed order, the same for a pair and its transpose."""
-    map_row_blocks(lambda a, b: _pair_sq_dists(A, B, rows[a:b], cols[a:b], out[a:b]),
+    map_row_blocks(lambda a, b: _pair_sq_dists(A, B, rows[a:b], cols[a:b], out[a:b], factor),
                    rows.size, 8 * _ROWS)
 
 
@@ -203,4 +254,4 @@ def _lazy_walk(indptr, indices, data, V, M, out, r0, r1):
 def lazy_walk(indptr, indices, data, V, M, out):
     """Compiled :func:`kernelkit.stkr._loops.lazy_walk`."""
     map_row_blocks(lambda a, b: _lazy_walk(indptr, indices, data, V, M, out, a, b),
-                   V.shape[0], _ROWS)
+                   V.shape[0], _even(V.shape[0]))

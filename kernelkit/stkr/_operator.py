@@ -130,12 +130,14 @@ def graph_operator(S, loc, engine="numpy"):
     counts = np.bincount(loc).astype(np.float64)
     S = S.tocsr()
     walk = select_loops(__package__, engine).lazy_walk
+    # E's sums over the copies of each location: built once, not at every product
+    P = None if counts.size == n else _graph.location_sum_matrix(loc, counts.size)
 
     def matmul(W):
         V = np.ascontiguousarray(W, dtype=np.float64)
         V2 = V.reshape(n, -1)
         out = np.empty(V2.shape)
-        M = np.ascontiguousarray(_graph.location_means(V2, loc, counts))
+        M = np.ascontiguousarray(_graph.location_means(V2, loc, counts, P))
         walk(S.indptr, S.indices, S.data, V2, M, out)
         return out.reshape(V.shape)
 
