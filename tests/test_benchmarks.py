@@ -120,3 +120,35 @@ def test_array_api_bench_times_and_checks_each_namespace(monkeypatch):
     line = next(ln for ln in md.splitlines() if ln.startswith("| KernelRidgeClassifier"))
     assert f"| {strict['ratio']:.3f} | yes |" in line
     assert ("met in 1 of 1 rows" in md) == (strict["ratio"] <= 1.10)
+
+
+def test_fm60k_table_names_each_outcome():
+    """bench_fm60k's table: one row per case with its call, fit time, score, peak memory,
+    and the outcome as recorded (fitted with its solver, the error raised, timed out, killed)."""
+    from bench_fm60k import CASES, render
+
+    rows = [
+        {"case": "rf", "call": CASES["rf"], "n": 60_000, "n_test": 10_000, "outcome": "fitted",
+         "fit_s": 12.345, "accuracy": 0.84567, "peak_gb": 1.234, "memory_limit_bytes": 2**34},
+        {"case": "kt", "call": CASES["kt"], "n": 60_000, "n_test": 10_000, "outcome": "fitted",
+         "fit_s": 3.0, "output_size": 234, "mmd": 0.0125, "m": 8, "peak_gb": 0.9},
+        {"case": "krc", "call": CASES["krc"], "n": 60_000, "n_test": 10_000, "outcome": "error",
+         "error": "MemoryError: Unable to allocate 26.8 GiB", "fit_s": 9.8, "peak_gb": 1.1},
+        {"case": "ntk", "call": CASES["ntk"], "outcome": "timed out", "timeout_s": 600.0},
+        {"case": "iw", "call": CASES["iw"], "outcome": "killed (SIGKILL)", "wall_s": 5.0},
+    ]
+    res = {"timestamp": "T", "timeout_s": 600.0, "loadavg_before": [0.1, 0, 0],
+           "loadavg_after": [0.2, 0, 0], "git": {"commit": "abcdef1234567"}, "rows": rows,
+           "machine": {"cpu_model": "cpu", "cpu_count": 2, "memory_gib": 24.0,
+                       "versions": {"numpy": "2"}, "blas_summary": []}}
+    md = render(res)
+    table = [ln for ln in md.splitlines() if ln.startswith("| `")]
+    assert len(table) == 5
+    assert table[0] == ("| `RandomFeaturesClassifier(random_state=0)` | 12.35 | 0.8457 | 1.23 | "
+                        "fitted |")
+    assert table[1] == ("| `KernelThinning(gamma=0.02, random_state=0)` | 3.00 | 234 points, "
+                        "MMD 0.0125 | 0.90 | fitted (m 8) |")
+    assert "| 9.80 |  | 1.10 | refused: `MemoryError: Unable to allocate 26.8 GiB` |" in table[2]
+    assert table[3].endswith("|  |  |  | **timed out** (> 600 s) |")
+    assert table[4].endswith("| **killed (SIGKILL)** |")
+    assert "the first 60,000 training images" in md and "16.0-16.0 GiB" in md
