@@ -78,6 +78,12 @@ def test_float32_products_blockwise_with_float64_accumulation():
     U = np.random.RandomState(1).randn(3000, 2)
     assert _rel(normal.kmn(U), K64.T @ U) < 1e-13
     assert _rel(normal.kmm(V, np.arange(200)), K64[:200] @ V) < 1e-13
+    # K_nM V on the row-block pool (two row chunks here): float64 arithmetic, every row
+    assert _rel(normal.knm(V), K64 @ V) < 1e-13
+    # the rounding check: eps32 / sqrt(12) max column norm |b| against |K_nM b| per column
+    est = (np.finfo(np.float32).eps / np.sqrt(12) * np.sqrt((K64 ** 2).sum(0).max())
+           * np.linalg.norm(V, axis=0) / np.linalg.norm(K64 @ V, axis=0))
+    assert _rel(normal.rounding_error(V), est) < 1e-5
 
 
 @pytest.fixture

@@ -108,9 +108,19 @@ class _NystromNormalOperator:
         if not self.stored:
             return np.asarray(self.op.engine.to_host(self.op.matmul(self.X, self.C, V)),
                               np.float64)
-        out = np.empty((self.X.shape[0],) + V.shape[1:])
-        for r0, r1, Kb in self._blocks():
-            out[r0:r1] = Kb @ V
+        # held: row chunks on the row-block pool, one BLAS thread each (as _held_sum); a
+        # GEMV per cache-sized block under OpenBLAS's own threads stalled whenever a core
+        # was busy (the rounding check's one pass took longer than the whole CG)
+        K = self.KnM
+        out = np.empty((K.shape[0],) + V.shape[1:])
+        step = max(16, int(_F32_BLOCK_BYTES // (8 * max(1, K.shape[1]))))
+
+        def run(a, b):
+            for r0 in range(a, b, step):
+                r1 = min(b, r0 + step)
+                out[r0:r1] = K[r0:r1].astype(np.float64, copy=False) @ V
+
+        map_row_blocks(run, K.shape[0], step * max(1, _ROW_CHUNK // step))
         return out
 
     def kmn(self, U):
