@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 from scipy import linalg
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.exceptions import ConvergenceWarning, EfficiencyWarning
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from kernelkit import KernelRidge, KernelRidgeClassifier, NTKRidge
@@ -133,9 +133,23 @@ def test_auto_tiny_n_alpha_zero_and_memory_rules_need_no_model(monkeypatch):
     # alpha = 0 has no pcg preconditioner: auto stays exact
     assert KernelRidge(alpha=0.0, kernel="rbf", gamma=50.0).fit(X, y).solver_ == "cholesky"
     # the float64 K (9.7 MB) does not fit cache_size: pcg, K recomputed per product
-    m = KernelRidge(alpha=0.1, kernel="rbf", gamma=GAMMA, cache_size=1, tol=1e-10,
-                    random_state=0).fit(X, y)
+    with pytest.warns(EfficiencyWarning, match="recomputes it"):
+        m = KernelRidge(alpha=0.1, kernel="rbf", gamma=GAMMA, cache_size=1, tol=1e-10,
+                        random_state=0).fit(X, y)
     assert m.solver_ == "pcg" and _rel(m.dual_coef_, _krr(X, y, 0.1)) < 1e-8
+
+
+def test_a_kernel_matrix_recomputed_every_step_is_reported():
+    # 600^2 float32 entries (1.4 MiB) do not fit 1 MiB: a warning that names FALKON and the
+    # same solution as the held matrix gives (solver="auto": the test above, n = 1,100)
+    X, y = _data(600)
+    kw = dict(alpha=0.1, kernel="rbf", gamma=GAMMA, solver="pcg", random_state=0)
+    with pytest.warns(EfficiencyWarning, match=r"600 x 600 kernel matrix.*FalkonRegressor"):
+        m = KernelRidge(cache_size=1, **kw).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EfficiencyWarning)  # held: no warning
+        ref = KernelRidge(**kw).fit(X, y)
+    assert m.solver_ == "pcg" and _rel(m.dual_coef_, ref.dual_coef_) < 1e-3
 
 
 def test_auto_large_n_large_alpha_is_pcg_and_equals_it(monkeypatch):

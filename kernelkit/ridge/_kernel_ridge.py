@@ -135,6 +135,7 @@ class _KernelRidgeBase(ArrayAPIMixin, BaseEstimator):
                 product = KernelProduct(self._operator(sp.issparse(X)), X, sw=sw,
                                         dtype=product_dtype(tol), cache_size=self._cache_mib(),
                                         defer=True)
+                product.warn_if_recomputed(type(self).__name__)
             rng = check_random_state(self.random_state)
             solve = functools.partial(pcg_ridge, alpha=alpha, tol=tol, max_iter=max_iter,
                                       random_state=rng, progress=progress)
@@ -298,7 +299,8 @@ _COMMON_DOC = """
     cache_size : float >= 0, default=4096
         pcg: MiB for holding the kernel matrix (float32 or float64, as ``tol``
         says); when ``n^2`` entries do not fit, every product recomputes it blockwise in
-        ``working_memory`` (slower, ``O(n)`` memory).
+        ``working_memory`` (much slower, ``O(n)`` memory; an ``EfficiencyWarning``
+        says so and points to FALKON).
     random_state : int, RandomState instance or None, default=None
         pcg: seeds the pivots of the randomly pivoted Cholesky preconditioner (and
         a classifier's held-out calibration split; None: a fixed seed for the split).

@@ -26,7 +26,7 @@ import warnings
 
 import numpy as np
 from scipy import linalg
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.exceptions import ConvergenceWarning, EfficiencyWarning
 
 from .._config import get_config
 from ..utils._threads import blas_threads_for, map_row_blocks, single_blas_thread
@@ -169,6 +169,20 @@ class KernelProduct:
             self.K = held_kernel(self.op, self.X, None, self.dtype)
             self.build_s = time.perf_counter() - t0
         return self
+
+    def warn_if_recomputed(self, owner):
+        """An ``EfficiencyWarning`` when ``K`` will be recomputed for every product: at
+        that size each CG step costs a whole kernel evaluation, and FALKON is the solver
+        for it (a default fit on 60,000 images otherwise runs for hours, silently)."""
+        if self.stored or self.K is not None:
+            return
+        n, d = self.X.shape
+        warnings.warn(
+            f"{owner}: the {n:,} x {n:,} kernel matrix ({n * n * self.dtype.itemsize / 2**30:.2g}"
+            f" GiB in {self.dtype}) does not fit cache_size, so every CG step recomputes it "
+            f"(~{2.0 * n * n * d:.1e} flops each, tens of steps). FalkonRegressor / "
+            "FalkonClassifier (O(n m) memory for m centers) fit this size much faster; raise "
+            "cache_size if the memory is there.", EfficiencyWarning, stacklevel=3)
 
     def held_nbytes(self):
         """Bytes the held kernel matrix takes (or will take once held; 0 if never)."""
