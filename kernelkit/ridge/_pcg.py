@@ -174,7 +174,7 @@ class KernelProduct:
         """An ``EfficiencyWarning`` when ``K`` will be recomputed for every product: at
         that size each CG step costs a whole kernel evaluation, and FALKON is the solver
         for it (a default fit on 60,000 images otherwise runs for hours, silently)."""
-        if self.stored or self.K is not None:
+        if self.stored:  # a given K is stored too
             return
         n, d = self.X.shape
         warnings.warn(
