@@ -132,10 +132,18 @@ def test_auto_tiny_n_alpha_zero_and_memory_rules_need_no_model(monkeypatch):
     assert KernelRidge(alpha=0.1, kernel="rbf").fit(X[:200], y[:200]).solver_ == "cholesky"
     # alpha = 0 has no pcg preconditioner: auto stays exact
     assert KernelRidge(alpha=0.0, kernel="rbf", gamma=50.0).fit(X, y).solver_ == "cholesky"
-    # the float64 K (9.7 MB) does not fit cache_size: pcg, K recomputed per product
-    with pytest.warns(EfficiencyWarning, match="recomputes it"):
-        m = KernelRidge(alpha=0.1, kernel="rbf", gamma=GAMMA, cache_size=1, tol=1e-10,
-                        random_state=0).fit(X, y)
+    # the float64 K (9.7 MB) fits no 1 MiB cache_size, nor the float32 one: every CG step
+    # would recompute it, so auto refuses (naming the way out) and leaves the model as it was
+    m = KernelRidge(alpha=0.1, kernel="rbf", gamma=GAMMA, cache_size=1, tol=1e-10,
+                    random_state=0)
+    with pytest.raises(ValueError, match=r"1,100 x 1,100 kernel matrix.*FalkonRegressor.*"
+                       r"cache_size to at least 10 \(MiB\).*solver='pcg'"):
+        m.fit(X, y)
+    assert not hasattr(m, "backend_") and not hasattr(m, "dual_coef_")
+    # an explicit pcg runs (with a warning) and gives the exact solution
+    m.set_params(solver="pcg")
+    with pytest.warns(EfficiencyWarning, match="would recompute it"):
+        m.fit(X, y)
     assert m.solver_ == "pcg" and _rel(m.dual_coef_, _krr(X, y, 0.1)) < 1e-8
 
 

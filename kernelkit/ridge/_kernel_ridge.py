@@ -135,7 +135,7 @@ class _KernelRidgeBase(ArrayAPIMixin, BaseEstimator):
                 product = KernelProduct(self._operator(sp.issparse(X)), X, sw=sw,
                                         dtype=product_dtype(tol), cache_size=self._cache_mib(),
                                         defer=True)
-                product.warn_if_recomputed(type(self).__name__)
+                product.check_recomputed(type(self).__name__, refuse=solver == "auto")
             rng = check_random_state(self.random_state)
             solve = functools.partial(pcg_ridge, alpha=alpha, tol=tol, max_iter=max_iter,
                                       random_state=rng, progress=progress)
@@ -279,7 +279,8 @@ _COMMON_DOC = """
         that PCG's preconditioner leaves (drawn first, and kept when PCG is chosen).
         Cholesky below {auto_n} samples, for ``alpha = 0`` and for the low-rank
         dot-product kernels (linear, polynomial, cosine); PCG when the float64 ``K``
-        does not fit ``cache_size``. While PCG runs, its observed convergence is
+        does not fit ``cache_size`` (a ValueError when not even the float32 one does:
+        see ``cache_size``). While PCG runs, its observed convergence is
         checked against the cost of starting over with Cholesky, which it switches
         to when that is cheaper (``solver_`` then says ``"cholesky"`` and the
         result is exactly that solver's).
@@ -299,8 +300,9 @@ _COMMON_DOC = """
     cache_size : float >= 0, default=4096
         pcg: MiB for holding the kernel matrix (float32 or float64, as ``tol``
         says); when ``n^2`` entries do not fit, every product recomputes it blockwise in
-        ``working_memory`` (much slower, ``O(n)`` memory; an ``EfficiencyWarning``
-        says so and points to FALKON).
+        ``working_memory`` (much slower, ``O(n)`` memory: an explicit ``"pcg"`` warns
+        with an ``EfficiencyWarning``, while ``"auto"`` refuses with a ValueError naming
+        FALKON, the solver for that size, and the ``cache_size`` that would hold it).
     random_state : int, RandomState instance or None, default=None
         pcg: seeds the pivots of the randomly pivoted Cholesky preconditioner (and
         a classifier's held-out calibration split; None: a fixed seed for the split).

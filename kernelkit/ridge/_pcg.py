@@ -21,6 +21,7 @@ float32, CG vectors and scalars in float64), else every product recomputes it bl
 through the resolver's fused ``matmul`` (float64, ``working_memory`` bounded).
 """
 
+import math
 import time
 import warnings
 
@@ -170,19 +171,27 @@ class KernelProduct:
             self.build_s = time.perf_counter() - t0
         return self
 
-    def warn_if_recomputed(self, owner):
-        """An ``EfficiencyWarning`` when ``K`` will be recomputed for every product: at
-        that size each CG step costs a whole kernel evaluation, and FALKON is the solver
-        for it (a default fit on 60,000 images otherwise runs for hours, silently)."""
+    def check_recomputed(self, owner, refuse):
+        """When ``K`` would be recomputed for every product (it does not fit
+        ``cache_size``), each CG step costs a whole kernel evaluation and FALKON is the
+        solver for that size: ``refuse`` (``solver="auto"``) raises a ValueError saying
+        what to do instead, else an ``EfficiencyWarning`` (an explicit ``"pcg"`` runs)."""
         if self.stored:  # a given K is stored too
             return
         n, d = self.X.shape
-        warnings.warn(
-            f"{owner}: the {n:,} x {n:,} kernel matrix ({n * n * self.dtype.itemsize / 2**30:.2g}"
-            f" GiB in {self.dtype}) does not fit cache_size, so every CG step recomputes it "
-            f"(~{2.0 * n * n * d:.1e} flops each, tens of steps). FalkonRegressor / "
-            "FalkonClassifier (O(n m) memory for m centers) fit this size much faster; raise "
-            "cache_size if the memory is there.", EfficiencyWarning, stacklevel=3)
+        need = n * n * self.dtype.itemsize
+        what = (f"{owner}: the {n:,} x {n:,} kernel matrix ({need / 2**30:.3g} GiB in "
+                f"{self.dtype}) does not fit cache_size={self.cache_size:g} MiB, so every CG "
+                f"step would recompute it (~{2.0 * n * n * d:.1e} flops each, tens of steps)")
+        instead = "FalkonRegressor / FalkonClassifier (O(n m) memory for m centers)"
+        if refuse:
+            raise ValueError(
+                f"{what}. solver='auto' does not start a fit that slow: use {instead}, which "
+                f"fits this size much faster; or raise cache_size to at least "
+                f"{math.ceil(need / 2**20):,} (MiB) if the memory is there; or pass "
+                "solver='pcg' to recompute the matrix at every step anyway.")
+        warnings.warn(f"{what}. {instead} fit this size much faster; raise cache_size if the memory is there.",
+                      EfficiencyWarning, stacklevel=3)
 
     def held_nbytes(self):
         """Bytes the held kernel matrix takes (or will take once held; 0 if never)."""
