@@ -19,20 +19,21 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from ..backend import resolve_backend
 from ..utils._array_api import ArrayAPIMixin
 from ..utils._class_weight import check_class_weight, row_weights
-from ..utils._classes import CALIBRATION_DOC, _calibration_on
+from ..utils._classes import _calibration_on
 from ..utils._state import atomic
 from ..utils._validation import check_bool, check_kernel_matrix
 from ..utils._verbose import check_verbose
 from ._cv_grid import KernelGrid, _allowed_names, check_param_grid, ridge_params
 from ._cv_scoring import (GivenClassifier, GivenRegressor, check_alphas, check_cv_param,
                           squared_units, weight_params)
-from ._cv_search import (SEARCH_ATTRS, SEARCH_DOC, SEARCH_RAISES, check_gamma_search,
-                         check_solver, fold_model, resolve_solver, search_log_gamma,
-                         report_kernel, search_plan, select_centers)
+from ._cv_search import (check_gamma_search, check_solver, fill_docs, fold_model,
+                         resolve_solver, search_log_gamma, report_kernel, search_plan,
+                         select_centers)
 from ._falkon import FalkonClassifier, FalkonRegressor
 from ._kernel_ridge import _SPARSE, KernelRidge, KernelRidgeClassifier
 from ._loo import EigenRidge, loo_predictions, weighted
 from ._loo_nystrom import NystromRidge
+from ._primal import LinearEigen, primal_applies
 
 # One decade apart from near-interpolation to strong smoothing; see the ``alphas`` docstring.
 DEFAULT_ALPHAS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
@@ -170,10 +171,12 @@ class _KernelRidgeCVBase(ArrayAPIMixin, BaseEstimator):
 
         def evaluate(cand):  # one kernel: every alpha from one decomposition
             kw, warn = ridge_params(self, cand), not tried
-            K = None if nystrom else X if precomputed else grid.matrix(kw)
+            K = None if nystrom or self._primal else X if precomputed else grid.matrix(kw)
             if folds is None:
-                ridge = (self._nystrom(X, Y, sw, kw) if nystrom else
-                         EigenRidge(*weighted(K, Y, sw), u=self._u(sw, len(Y))))
+                u = self._u(sw, len(Y))
+                ridge = (self._nystrom(X, Y, sw, kw) if nystrom else LinearEigen(
+                    X, weighted(None, Y, sw)[1], sw, u) if self._primal else
+                         EigenRidge(*weighted(K, Y, sw), u=u))
                 sc, vals = self._loo_candidate(ridge, K, Y, scale, y_true, sw, sample_weight,
                                                alphas, mode, scorer, per_target, store, warn)
             else:
@@ -237,7 +240,8 @@ class _KernelRidgeCVBase(ArrayAPIMixin, BaseEstimator):
         Nyström path does not apply (sparse or precomputed X)."""
         solver = self._checked[6]
         ok = not sp.issparse(X) and not self._template()._precomputed()
-        self.solver_ = resolve_solver(solver, X.shape[0], ok)
+        self._primal = solver != "nystrom" and primal_applies(self._template(), X, 1.0, 4096)
+        self.solver_ = resolve_solver(solver, X.shape[0], ok and not self._primal)
         if self.solver_ == "nystrom" and self._checked[8] and is_classifier(self):
             raise ValueError("fit_intercept=True needs solver='exact' here: the Nystrom path "
                              f"refits FalkonClassifier, which has no intercept ({X.shape[0]:,}"
@@ -265,7 +269,8 @@ class _KernelRidgeCVBase(ArrayAPIMixin, BaseEstimator):
             for stale in ("centers_", "center_indices_", "search_center_indices_"):  # from an earlier Nystrom fit
                 vars(self).pop(stale, None)
             cls = KernelRidgeClassifier if clf else KernelRidge
-            est = cls(alpha=self.alpha_, solver="cholesky", backend=self.backend,
+            est = cls(alpha=self.alpha_, solver="auto" if self._primal else "cholesky",
+                      backend=self.backend,
                       fit_intercept=icpt, **kwargs)
         fit = {} if sw is None else {"sample_weight": sw}
         if self.solver_ == "nystrom" and icpt and not clf:
@@ -486,7 +491,7 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
         Y = y.reshape(-1, 1) if y.ndim == 1 else y
         kwargs = self._search(X, Y, y, sw, groups, y)
         self.best_estimator_ = self._refit(X, y, sw, kwargs)
-        del self._checked, self._classes, self._centers, self._intercepts
+        del self._checked, self._classes, self._centers, self._intercepts, self._primal
         return self
 
     def predict(self, X, return_std=False, return_cov=False):
@@ -638,7 +643,7 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
         self.classes_ = binarizer.classes_
         self.best_estimator_ = self._refit(X, y, sw, {**kwargs,
                                                      "calibration": self.calibration})
-        del self._checked, self._classes, self._centers, self._intercepts
+        del self._checked, self._classes, self._centers, self._intercepts, self._primal
         return self
 
     def decision_function(self, X):
@@ -683,18 +688,4 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
         return self.best_estimator_.predict_log_proba(X)
 
 
-def _fill_docs():
-    from ._kernel_ridge import _KERNEL_PARAMS_DOC
-
-    names = "rbf, laplacian, matern, polynomial, linear, cosine, ntk, nngp"
-    text = _KERNEL_PARAMS_DOC.format(names=names).strip()
-    for cls in (KernelRidgeCV, KernelRidgeClassifierCV):
-        doc = cls.__doc__.replace("{kernel}", text)
-        for key, value in (("{search}", SEARCH_DOC), ("{search_attrs}", SEARCH_ATTRS),
-                           ("{search_raises}", SEARCH_RAISES)):
-            doc = doc.replace(key, value.strip())
-        doc = doc.replace("{calibration}", CALIBRATION_DOC.replace("{", "{{").replace("}", "}}"))
-        cls.__doc__ = doc.replace("{{", "{").replace("}}", "}")
-
-
-_fill_docs()
+fill_docs((KernelRidgeCV, KernelRidgeClassifierCV))

@@ -20,6 +20,7 @@ from sklearn.utils import check_random_state
 
 from ._cv_grid import KernelGrid
 from ._loo import EigenRidge, weighted
+from ._primal import linear_fold_model
 
 SOLVERS = ("auto", "exact", "nystrom")
 AUTO_NYSTROM_MIN_SAMPLES = 5000
@@ -216,6 +217,8 @@ def fold_model(est, K, X, Y, sw, kw):
         K_te = KernelGrid(X, est.backend_).operator(kw).block_host(X[te], C)
         return ridge, partial(ridge.predict, K_te)
 
+    if getattr(est, "_primal", False):
+        return linear_fold_model(est, X, Y, sw)
     return exact if K is not None else nystrom
 
 
@@ -231,6 +234,9 @@ def search_plan(est, shape, n_grid, alphas, mode, folds, log_bounds):
         else "")
     if est.solver_ == "nystrom":
         each = "an n x s kernel against the search centers and s x s factorizations"
+    elif getattr(est, "_primal", False):
+        each = (f"linear kernel, n >= 2 d: the {d} x {d} matrix X^T W X and its "
+                f"eigendecomposition (~{flops(2.0 * n * d * d + 9.0 * d ** 3)})")
     else:
         each = f"the {n} x {n} kernel and its eigendecomposition (9 n^3 ~ {flops(9.0 * n ** 3)})"
     scored = mode if folds is None else f"{len(folds)}-fold cv"
@@ -243,3 +249,19 @@ def report_kernel(progress, k, candidate, scores):
     """The line of the ``k``-th kernel of the search: its parameters, time, best score."""
     best = np.fmax.reduce(np.ravel(np.asarray(scores, dtype=np.float64)))  # NaN: unusable
     progress.done(f"kernel {k}", **candidate, best_score=float(best))
+
+
+def fill_docs(classes):
+    """Fill the CV estimators' docstring sections (kernel, search, calibration)."""
+    from ..utils._classes import CALIBRATION_DOC
+    from ._kernel_ridge import _KERNEL_PARAMS_DOC
+
+    names = "rbf, laplacian, matern, polynomial, linear, cosine, ntk, nngp"
+    text = _KERNEL_PARAMS_DOC.format(names=names).strip()
+    for cls in classes:
+        doc = cls.__doc__.replace("{kernel}", text)
+        for key, value in (("{search}", SEARCH_DOC), ("{search_attrs}", SEARCH_ATTRS),
+                           ("{search_raises}", SEARCH_RAISES)):
+            doc = doc.replace(key, value.strip())
+        doc = doc.replace("{calibration}", CALIBRATION_DOC.replace("{", "{{").replace("}", "}}"))
+        cls.__doc__ = doc.replace("{{", "{").replace("}}", "}")

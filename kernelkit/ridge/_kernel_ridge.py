@@ -25,15 +25,17 @@ from ..kernels._library import RBF, Laplacian, Matern
 from ..kernels._resolve import KernelOperator
 from ..utils._array_api import ArrayAPIMixin
 from ..utils._class_weight import check_class_weight, row_weights
-from ..utils._classes import CALIBRATION_ATTR_DOC, CALIBRATION_DOC, OneVsAllClassifierMixin
+from ..utils._classes import CALIBRATION_ATTR_DOC, OneVsAllClassifierMixin
 from ..utils._state import atomic
 from ..utils._validation import check_bool, check_kernel_matrix
 from ..utils._verbose import check_verbose
 from . import _auto
 from ._gp import ridge_predict_moments
 from ._intercept import FIT_INTERCEPT_DOC, joint_rhs, split_joint
+from ._primal import announce as announce_primal
+from ._primal import primal_applies, primal_fit
 from ._pcg import DEFAULT_MAX_ITER, KernelProduct, pcg_ridge, product_dtype
-from ._ridge_proba import cholesky_fit, loo_by_cholesky, pcg_oos
+from ._ridge_proba import CLASSES_DOC, cholesky_fit, loo_by_cholesky, pcg_oos
 
 _SPARSE = ("csr", "csc")  # sparse X is evaluated by scikit-learn's kernels (kernel_metrics())
 SOLVERS = ("auto", "cholesky", "pcg")
@@ -114,11 +116,18 @@ class _KernelRidgeBase(ArrayAPIMixin, BaseEstimator):
         self.backend_ = resolve_backend(self.backend, X)
         n_targets = 1 if Y.ndim == 1 else Y.shape[1]
         alpha = _check_alpha(self.alpha, n_targets)
-        solver, tol, max_iter, verbose = self._check_solver(X.shape[0], alpha)
+        # the linear kernel with n >= 2 d: the d x d problem (_primal), before the dual's rules
+        primal = self.solver == "auto" and primal_applies(self, X, alpha, self._cache_mib())
+        solver, tol, max_iter, verbose = self._check_solver(None if primal else X.shape[0],
+                                                            alpha)
         if oos and solver == "auto" and loo_by_cholesky(X.shape[0], self._cache_mib()):
             solver = "cholesky"  # one factorization: the fit and its leave-one-out values
         psd = not self._precomputed() and isinstance(self._get_kernel(), _PD_KERNELS)
-        progress = _auto.announce(self, verbose, solver, X.shape, n_targets, alpha, max_iter)
+        if primal:
+            solver, progress = "primal", announce_primal(self, verbose, X.shape, n_targets)
+        else:
+            progress = _auto.announce(self, verbose, solver, X.shape, n_targets, alpha,
+                                      max_iter)
         sw, Y0 = None, Y
         if sample_weight is not None:
             sw = np.sqrt(_check_sample_weight(sample_weight, X, dtype=np.float64,
@@ -127,8 +136,8 @@ class _KernelRidgeBase(ArrayAPIMixin, BaseEstimator):
         # intercept: one more right-hand side u = W^1/2 1 of the same system (_intercept)
         u = (np.ones(X.shape[0]) if sw is None else sw) if self._intercept_on() else None
         rhs, rhs_alpha = joint_rhs(Y, u, alpha)
-        out = b = None
-        if solver != "cholesky":
+        out = b = coef = None
+        if solver not in ("cholesky", "primal"):
             if self._precomputed():
                 product = KernelProduct(None, None, K=X, sw=sw)
             else:  # held K computed after the preconditioner is drawn (see pcg_ridge)
@@ -160,9 +169,13 @@ class _KernelRidgeBase(ArrayAPIMixin, BaseEstimator):
                 if oos:
                     out = pcg_oos(self, X, Y, Y0, sw, product, solve, rng,
                                   (rhs, rhs_alpha, u), psd)
+        if solver == "primal":
+            dual, b, out, coef = primal_fit(self, X, Y, Y0, sw, rhs, rhs_alpha, u, oos)
+            progress.done("X^T W X and its factorization")
         if solver == "cholesky":
             dual, b, out = cholesky_fit(self, X, Y, Y0, sw, rhs, rhs_alpha, u, oos, psd)
             progress.done("kernel matrix and Cholesky solve")
+        if solver in ("cholesky", "primal"):
             self.n_iter_ = 1  # a direct solve is one step (sklearn: n_iter_ >= 1 with max_iter)
             self.preconditioner_rank_ = None
         if sw is not None:
@@ -172,6 +185,7 @@ class _KernelRidgeBase(ArrayAPIMixin, BaseEstimator):
         if hasattr(self, "fit_intercept"):  # 0.0 without one (as scikit-learn's Ridge)
             self.intercept_ = 0.0 if b is None else float(b[0]) if Y.ndim == 1 else b
         self._sqrt_sample_weight = None if sample_weight is None else sw  # GP noise alpha / w
+        self._primal_coef = coef  # primal path: predictions x^T w + b, O(d) per row
         self.X_fit_ = X
         return out if oos else self
 
@@ -219,6 +233,8 @@ class _KernelRidgeBase(ArrayAPIMixin, BaseEstimator):
         X = validate_data(self, X, reset=False, dtype=np.float64,
                           accept_sparse=_SPARSE if self._sparse_ok() else False)
         b = getattr(self, "intercept_", 0.0)
+        if getattr(self, "_primal_coef", None) is not None:
+            return np.asarray(X @ self._primal_coef) + b
         if self._precomputed():
             return X @ self.dual_coef_ + b
         sparse = sp.issparse(X) or sp.issparse(self.X_fit_)
@@ -666,26 +682,11 @@ class NTKRidgeClassifier(_ClassifierMixin, _KernelRidgeBase):
     _get_kernel = NTKRidge._get_kernel
 
 
-_CLASSES_DOC = """
-    class_weight : dict, "balanced" or None, default=None
-        Weights of the classes in the squared loss, as scikit-learn's classifiers take
-        them (``"balanced"``: ``n_samples / (n_classes * bincount(y))``), multiplied
-        with ``sample_weight``. A class that is not in ``y`` is a ValueError.
-    """ + CALIBRATION_DOC + """
-        Out-of-sample values: up to 2,000 rows (and a float64 ``K`` within
-        ``cache_size``), whatever the solver, the exact leave-one-out decision values
-        of the fit (the diagonal of ``(K + alpha W^-1)^-1`` from a Cholesky factor:
-        one triangular inversion, as many flops as the factorization; ``solver="auto"``
-        then fits by that factorization too); beyond, with solver ``"pcg"``, a
-        stratified tenth of the rows held out (drawn with ``random_state``; with None,
-        a fixed seed, so that refits agree) and a second pcg solve without them (about
-        doubling the solve). See the user guide, "Probabilities and class weights"."""
-
 _names = "rbf, laplacian, matern, polynomial, linear, cosine, ntk, nngp"
 for _cls in (KernelRidge, KernelRidgeClassifier, NTKRidge, NTKRidgeClassifier):
     for _key, _text in (("{kernel}", _KERNEL_PARAMS_DOC.format(names=_names)),
                         ("{ntk}", _NTK_PARAMS_DOC), ("{common}", _COMMON_DOC),
                         ("{intercept}", FIT_INTERCEPT_DOC),
-                        ("{classes}", _CLASSES_DOC), ("{calattr}", CALIBRATION_ATTR_DOC)):
+                        ("{classes}", CLASSES_DOC), ("{calattr}", CALIBRATION_ATTR_DOC)):
         _cls.__doc__ = _cls.__doc__.replace(_key, _text.strip())
 del _cls, _names, _key, _text

@@ -33,6 +33,7 @@ import copy
 import numpy as np
 import scipy.sparse as sp
 
+from ..utils._classes import CALIBRATION_DOC
 from ..utils._linalg import solve_ridge, weighted_kernel
 from ._auto import cholesky_fits
 from ._intercept import bordered_inv_diag, joint_rhs, split_joint
@@ -184,3 +185,22 @@ def holdout_decision(est, X, Y0, sw, product, solve, rng):
     op = est._operator(sp.issparse(X))
     dec = op.matmul(X[rows], X, c)
     return rows, np.asarray(dec if sp.issparse(X) else op.engine.to_host(dec)) + b
+
+
+CLASSES_DOC = """
+    class_weight : dict, "balanced" or None, default=None
+        Weights of the classes in the squared loss, as scikit-learn's classifiers take
+        them (``"balanced"``: ``n_samples / (n_classes * bincount(y))``), multiplied
+        with ``sample_weight``. A class that is not in ``y`` is a ValueError.
+    """ + CALIBRATION_DOC + """
+        Out-of-sample values: up to 2,000 rows (and a float64 ``K`` within
+        ``cache_size``), whatever the solver, the exact leave-one-out decision values
+        of the fit (the diagonal of ``(K + alpha W^-1)^-1`` from a Cholesky factor:
+        one triangular inversion, as many flops as the factorization; ``solver="auto"``
+        then fits by that factorization too); beyond, with solver ``"pcg"``, a
+        stratified tenth of the rows held out (drawn with ``random_state``; with None,
+        a fixed seed, so that refits agree) and a second pcg solve without them (about
+        doubling the solve). The primal solver (linear kernel) gives the exact
+        leave-one-out values at every ``n``, from the eigendecomposition of the
+        ``d x d`` matrix ``X^T W X``. See the user guide, "Probabilities and class
+        weights"."""
