@@ -371,7 +371,7 @@ class _FalkonBase(ArrayAPIMixin, BaseEstimator):
                 if exact_loo_is_cheap(n, m, X.shape[1], n_iter, normal.KnM is not None):
                     pre = None  # its M x M array is not needed: free it before LOO's own
                     out, what = loo_values(normal, op, X, C, coef, Y, sample_weight, alpha,
-                                           rng), "leave-one-out values"
+                                           rng, idx), "leave-one-out values"
                 else:
                     out = holdout_values(self, normal, pre, op, X, C, idx, lam, coef, Y,
                                          sample_weight, rng, tol, max_iter, progress)
@@ -597,12 +597,12 @@ class FalkonClassifier(_ClassifierMixin, _FalkonBase):
         ``sample_weight``. A class that is not in ``y`` is a ValueError.
     {calibration}
         Out-of-sample values (``loss="squared"``), whichever is cheap: the Nyström
-        estimator's exact leave-one-out decision values (hat diagonal from a
-        Cholesky factor of ``B^T W B + alpha I``, ``B = K_nM T^-1``: about
-        ``3 n M^2`` flops and one ``M^3/3`` factorization, at most 20,000 rows
-        evaluated) while that is estimated at most a fifth of the fit's own flops
-        (``K_nM``, the factorizations, one pass over ``K_nM`` per CG step; in
-        practice small problems, ``n`` below ~1,000 with the default centers), else
+        estimator's exact leave-one-out decision values at the rows that are not
+        centers (hat diagonal of ``B^T W B + alpha I``, ``B = K_nM T^-1``: ``3 n M^2``
+        flops, one ``M^3/3`` factorization, at most 20,000 rows) while estimated
+        under 1e9 flops or a fifth of the fit's own (``K_nM``, the factorizations, a
+        pass over ``K_nM`` per CG step; ``n`` below ~1,900 with the default centers;
+        a center keeps its own basis function when left out: not a test point), else
         a held-out split: a stratified tenth of each class's positive-weight rows
         that are not centers (at most 5,000 rows, drawn with ``random_state``; with
         None, a fixed seed) gets
