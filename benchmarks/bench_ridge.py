@@ -18,6 +18,11 @@ Parts (Gaussian kernel; the same bandwidth and alpha for every model of a part):
     images, 10 one-hot targets): kernel matrix, alpha on the diagonal, factor + solve,
     and the whole fit; the two alternate in one process, medians of ``stages_reps``.
     Goal: kernelkit's ``KernelRidge(solver="cholesky")`` fit no slower than scikit-learn's.
+(i) Iteration counts (deterministic, so any load will do): PCG's on Fashion-MNIST subsets
+    over gamma x alpha against the model ``solver="auto"`` predicts them by
+    (``t = 3.7 kappa^0.09 ln(2 / tol)`` from the sketch's smallest Nyström eigenvalue),
+    with the steps CG spends above half its starting residual; and the Newton steps and
+    CG iterations of ``FalkonClassifier(loss="logistic")`` beside the squared loss's CG.
 
 Every fit runs in a fresh subprocess; peak = VmHWM of that process, reset after the
 data are loaded (so the figure is what the fit itself holds, data included).
@@ -30,6 +35,7 @@ Usage::
                                                 # the section in RESULTS.md
     python benchmarks/bench_ridge.py --quick    # small sizes, prints only
     python benchmarks/bench_ridge.py --parts a,b
+    python benchmarks/bench_ridge.py --parts i  # the iteration counts alone (about 3 min)
 """
 
 import os
@@ -62,12 +68,17 @@ FULL = {"n_a": 20_000, "n_b": 60_000, "centers_b": 16_000, "tol_b": 1e-3,
         "centers_c": (100, 400), "seeds_c": 3, "n_c_fm": 3000, "n_c_dia": 5000,
         "n_c_out": 5000, "scaling_pcg": (5000, 10_000, 20_000),
         "scaling_falkon": (10_000, 100_000, 300_000, 1_000_000), "centers_d": 1000,
-        "crossover": (2000, 4000, 8000, 12_000), "stages_n": (3000, 5000), "stages_reps": 5}
+        "crossover": (2000, 4000, 8000, 12_000), "stages_n": (3000, 5000), "stages_reps": 5,
+        "iters_n": (3000, 5000), "iters_gamma": (0.01, 0.05),
+        "iters_alpha": (1e-1, 1e-2, 1e-3, 1e-4),
+        "iters_logistic": ((20_000, 2000, 10), (3000, 500, 2))}
 QUICK = {"n_a": 2000, "n_b": 5000, "centers_b": 1000, "tol_b": 1e-4, "peer_b": ((2000, 200),),
          "centers_c": (50, 100),
          "seeds_c": 1, "n_c_fm": 2000, "n_c_dia": 2000, "n_c_out": 2000,
          "scaling_pcg": (2000, 4000), "scaling_falkon": (5000, 20_000), "centers_d": 200,
-         "crossover": (500, 1000), "stages_n": (1000,), "stages_reps": 2}
+         "crossover": (500, 1000), "stages_n": (1000,), "stages_reps": 2,
+         "iters_n": (1500,), "iters_gamma": (0.05,), "iters_alpha": (1e-1, 1e-4),
+         "iters_logistic": ((2000, 200, 10), (1500, 150, 2))}
 
 
 
@@ -283,6 +294,75 @@ def part_s(cfg, quick):
     return rows
 
 
+def part_i(cfg, quick):
+    """Iteration counts, in this process: the sketch's smallest eigenvalue, CG's residuals
+    and the logistic fit's CG counts are read by wrapping the solvers' own functions."""
+    import kernelkit.ridge._falkon_logistic as logistic
+    import kernelkit.ridge._pcg as pcg
+    from kernelkit import KernelRidge
+    from kernelkit.ridge import FalkonClassifier
+    from kernelkit.ridge._auto import estimated_iterations
+
+    seen = {"residuals": [], "cg": []}
+    sketch, inner, newton_cg = pcg.nystrom_sketch, pcg._pcg_ridge, logistic._newton_cg
+
+    def record_sketch(*a, **k):
+        out = sketch(*a, **k)
+        seen["lam_min"] = out[2]["lam_min"]
+        return out
+
+    def record_residuals(*a):  # _pcg_ridge(..., progress, owner, monitor)
+        monitor = a[-1]
+
+        def watch(it, rel):
+            seen["residuals"].append(rel)
+            if monitor is not None:
+                monitor(it, rel)
+        return inner(*a[:-1], watch)
+
+    def record_cg(*a, **k):
+        out = newton_cg(*a, **k)
+        seen["cg"].append(out[2])
+        return out
+
+    pcg.nystrom_sketch, pcg._pcg_ridge, logistic._newton_cg = \
+        record_sketch, record_residuals, record_cg
+    rows = []
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for n in cfg["iters_n"]:
+                X, y, _, _ = fm_subset(n)
+                for gamma in cfg["iters_gamma"]:
+                    for alpha in cfg["iters_alpha"]:
+                        seen["residuals"] = []
+                        est = KernelRidge(kernel="rbf", gamma=gamma, alpha=alpha, solver="pcg",
+                                          random_state=SEED).fit(X, np.eye(10)[y])
+                        best = np.minimum.accumulate(seen["residuals"])
+                        rows.append({
+                            "kind": "pcg", "n": n, "gamma": gamma, "alpha": alpha,
+                            "tol": est.tol, "rank": est.preconditioner_rank_,
+                            "lam_min": seen["lam_min"],
+                            "kappa": 1 + 2 * seen["lam_min"] / alpha, "n_iter": est.n_iter_,
+                            "estimate": estimated_iterations(seen["lam_min"], alpha, est.tol),
+                            "plateau": int(np.sum(best > 0.5))})
+                        print(f"  {rows[-1]}", flush=True)
+            for n, m, classes in cfg["iters_logistic"]:
+                X, y, _, _ = fm_subset(n)
+                y = y if classes == 10 else (y >= 5).astype(int)  # labels 0-4 against 5-9
+                for loss in ("logistic", "squared"):
+                    seen["cg"] = []
+                    est = FalkonClassifier(loss=loss, gamma=GAMMA_FM, alpha=ALPHA_FM, n_centers=m,
+                                           tol=1e-3, calibration=None,
+                                           random_state=SEED).fit(X, y)
+                    rows.append({"kind": loss, "n": n, "m": m, "classes": classes,
+                                 "n_iter": est.n_iter_, "cg": list(seen["cg"])})
+                    print(f"  {rows[-1]}", flush=True)
+    finally:
+        pcg.nystrom_sketch, pcg._pcg_ridge, logistic._newton_cg = sketch, inner, newton_cg
+    return rows
+
+
 # ------------------------------------------------------------------------ report
 def _get(rows, **kw):
     return next((r for r in rows if all(r.get(k) == v for k, v in kw.items())
@@ -417,13 +497,52 @@ def render(res):
                      f"{m['kernelkit fit']:.3f} | {ratio:.2f} | "
                      f"**{'met' if ratio <= 1 else 'not met'}** |")
         L.append("")
+    if res.get("part_i"):
+        L += _render_i(res["part_i"], _meta(res, "i"))
     return "\n".join(L)
+
+
+def _render_i(rows, meta):
+    """Part (i): the iteration counts and the model's estimates (see the module notes)."""
+    L = ["### (i) Iteration counts: PCG against solver='auto''s model; Newton and CG steps", "",
+         "Fashion-MNIST subsets, 10 one-hot targets, `KernelRidge(solver='pcg')` at its "
+         "defaults (tol 1e-4); kappa = 1 + 2 lam / alpha from the smallest eigenvalue lam of "
+         "the Nystrom sketch; estimate = 3.7 kappa^0.09 ln(2 / tol), the iteration model of "
+         "`solver='auto'`. Iteration counts do not depend on the load. " + meta, "",
+         "| n | gamma | alpha | rank | kappa | iterations | estimate | estimate / count | "
+         "steps above half the start residual |", "|---|---|---|---|---|---|---|---|---|"]
+    pcg = [r for r in rows if r["kind"] == "pcg"]
+    for r in pcg:
+        L.append(f"| {r['n']:,} | {r['gamma']} | {r['alpha']:g} | {r['rank']:,} | "
+                 f"{r['kappa']:,.0f} | {r['n_iter']} | {r['estimate']:.1f} | "
+                 f"{r['estimate'] / r['n_iter']:.2f} | {r['plateau']} |")
+    if pcg:
+        q = [r["estimate"] / r["n_iter"] for r in pcg]
+        L += ["", f"{len(pcg)} cells: every count within a factor "
+              f"{max(max(q), 1 / min(q)):.2f} of the estimate (estimate / count "
+              f"{min(q):.2f} to {max(q):.2f}; counts {min(r['n_iter'] for r in pcg)} to "
+              f"{max(r['n_iter'] for r in pcg)}).", ""]
+    other = [r for r in rows if r["kind"] != "pcg"]
+    if other:
+        L += [f"`FalkonClassifier`, gamma = {GAMMA_FM}, alpha = {ALPHA_FM}, tol 1e-3, "
+              "`calibration=None`; two classes = labels 0-4 against 5-9.", "",
+              "| n | classes | centers | loss | Newton steps | CG iterations | "
+              "CG iterations per Newton step |", "|---|---|---|---|---|---|---|"]
+        for r in other:
+            newton = r["kind"] == "logistic"
+            L.append(f"| {r['n']:,} | {r['classes']} | {r['m']:,} | {r['kind']} | "
+                     f"{r['n_iter'] if newton else '—'} | "
+                     f"{sum(r['cg']) if newton else r['n_iter']} | "
+                     f"{', '.join(map(str, r['cg'])) if newton else '—'} |")
+        L.append("")
+    return L
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes; write no files")
-    parser.add_argument("--parts", default="a,b,c,d,x,s", help="comma-separated parts to run")
+    parser.add_argument("--parts", default="a,b,c,d,x,s,i",
+                        help="comma-separated parts to run")
     parser.add_argument("--_case", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     cfg = QUICK if args.quick else FULL
@@ -437,7 +556,8 @@ def main(argv=None):
     if JSON_PATH.exists() and not args.quick:  # keep parts not rerun
         old = json.loads(JSON_PATH.read_text())
         res.update({k: v for k, v in old.items() if k.startswith(("part_", "meta_"))})
-    parts = {"a": part_a, "b": part_b, "c": part_c, "d": part_d, "x": part_x, "s": part_s}
+    parts = {"a": part_a, "b": part_b, "c": part_c, "d": part_d, "x": part_x, "s": part_s,
+             "i": part_i}
     for p in args.parts.split(","):
         print(f"part ({p})", flush=True)
         meta = {"timestamp": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
