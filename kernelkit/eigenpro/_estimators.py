@@ -230,6 +230,12 @@ class _BaseEigenPro(ArrayAPIMixin, BaseEstimator):
         seeds = rng.randint(np.iinfo(np.int32).max, size=3)
         rng, batch_rng, inner_rng = (np.random.RandomState(sd) for sd in seeds)
         n_all = X.shape[0]
+        progress = Progress(self, params["verbose"])
+        # the first line before any O(n d) copy (the split's copies of a large X alone
+        # take seconds on a machine slow to touch fresh memory)
+        progress(f"n={n_all}, d={X.shape[1]}, {Y.shape[1]} target(s): the validation split "
+                 "(where one is held out), the centers, then the preconditioner", level=1,
+                 validation_fraction=params["validation_fraction"])
         # Scale-free targets: the iteration runs on each column over its RMS, so y and
         # c y give the same iterates whatever the dtype's range
         Y, y_scale = _normalise_targets(Y)
@@ -301,7 +307,6 @@ class _BaseEigenPro(ArrayAPIMixin, BaseEstimator):
             raise ValueError(f"n_components={q_req} must be < subsample_size={s}.")
         q_max = min(s - 1, max(1, s // 3), 1000) if q_req is None else q_req
         J = np.sort(rng.choice(p, s, replace=False))
-        progress = Progress(self, params["verbose"])
         progress(f"{algorithm}: n={n}, d={X.shape[1]}, {p} centers; setting up the "
                  f"preconditioner from s={s} rows (s x s kernel and its top eigenvectors, "
                  f"~{flops(4 * s ** 3)})", q=q_max if q_req is not None else f"auto <= {q_max}",
