@@ -603,7 +603,10 @@ def test_pcg_kernel_matrix_from_inputs_outside_float32_range():
 def test_auto_keeps_cholesky_for_low_rank_dot_product_kernels():
     rng = np.random.default_rng(2)
     X = rng.normal(size=(1500, 5))
-    assert KernelRidge().fit(X, X.sum(1)).solver_ == "cholesky"  # default linear kernel
+    assert KernelRidge(kernel="poly", degree=2).fit(X, X.sum(1)).solver_ == "cholesky"
+    assert KernelRidge().fit(X, X.sum(1)).solver_ == "primal"  # linear, n >= 2 d: d x d
+    Xw = rng.normal(size=(1500, 800))  # linear, n < 2 d: the dual's rule
+    assert KernelRidge().fit(Xw, Xw[:, 0]).solver_ == "cholesky"
     assert KernelRidge(kernel="rbf", gamma=0.1).fit(X[:100], X[:100, 0]).solver_ == "cholesky"
 
 
