@@ -47,9 +47,20 @@ _PARAMS_DOC = """
         ``(1 + epsilon)``-accurate leverage-score estimates.
     beta : float > 0, default=1.0
         KORS's oversampling ``beta``: ``p_t = min(beta tau_t, 1)``.
-    max_atoms : int >= 1 or None, default=None
-        Hard cap on the number of atoms (memory ``O(max_atoms^2)``); None: KORS alone
-        bounds it (``O(d_eff(gamma_reg) log^2 t)`` with high probability).
+    max_atoms : "auto", int >= 1 or None, default="auto"
+        Hard cap on the number of atoms (memory ``O(max_atoms^2)``, time ``O(max_atoms^2)``
+        per sample); once reached, no atom is added and the learner continues in the
+        span of the atoms kept. None: KORS alone bounds the dictionary
+        (``O(d_eff(gamma_reg) log^2 t)`` atoms with high probability, the ICML paper's
+        bound, which is in the thousands for wide-band kernels on high-dimensional data:
+        with ``gamma=0.02`` on Fashion-MNIST KORS keeps most early images).
+        ``"auto"``: a fixed budget of ``int(1000 / sqrt(n_matrices))`` atoms on top of
+        KORS for ``"sketched"`` and ``"pros-n-kons"``, ``n_matrices`` the number of
+        second-order matrices (1 for the squared loss with ``eta="auto"``, else one per
+        class), so that a sample costs at most about ``3e6`` flops plus its kernel row
+        whatever the loss; until the budget is reached the model is the one of
+        ``max_atoms=None``. Exact KONS stays exact (unbounded). The value used is
+        ``max_atoms_``.
     forgetting : {{None, "discount", "restart"}}, default=None
         For drifting streams. ``"discount"``: ``A_t = lam A_{{t-1}} + ...`` with
         ``lam = 1 - 1 / memory`` (exponentially weighted second-order information;
@@ -65,11 +76,14 @@ _PARAMS_DOC = """
         Engine for the kernel blocks; ``"numba"`` (and ``"auto"`` when Numba is
         installed) also runs the per-sample loop compiled. Resolved into ``backend_``.
     verbose : int, default=0
-        Progress lines every ~5000 samples of a long call when >= 1."""
+        When >= 1: a first line before the pass (its size, the dictionary cap and a
+        bound on the flops it will take), then progress lines every ~5000 samples."""
 
 _ATTRS_DOC = """
     n_atoms_ : int
         Number of stored atoms (the model's support; bounded by the sketch).
+    max_atoms_ : int or None
+        The cap in force (``max_atoms`` with ``"auto"`` resolved; None: no cap).
     atoms_ : ndarray of shape (`n_atoms_`, `n_features_in_`)
         The stored samples.
     cumulative_loss_ : float

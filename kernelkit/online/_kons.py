@@ -27,6 +27,7 @@ from ..utils._state import atomic
 from ..utils._threads import single_blas_thread
 from ..utils._validation import check_scalar_param
 from ..utils._verbose import Progress, check_verbose
+from ._budget import UNBOUNDED, check_max_atoms, cost_line, resolve_max_atoms
 from ._doc import _ATTRS_DOC, _NOTES_DOC, _PARAMS_DOC
 
 _METHODS = {"kons": 0, "sketched": 1, "pros-n-kons": 2}
@@ -80,12 +81,11 @@ class _KONSBase(ArrayAPIMixin, BaseEstimator):
         C = check_scalar_param(self.C, "C", low=0, allow_none=True)
         memory = check_scalar_param(self.memory, "memory", low=1, low_inclusive=True,
                                     integer=True)
-        max_atoms = check_scalar_param(self.max_atoms, "max_atoms", low=1, low_inclusive=True,
-                                       integer=True, allow_none=True)
+        max_atoms = check_max_atoms(self.max_atoms)  # "auto" is resolved in _learn
         check_verbose(self.verbose)
         loss = _LOSSES[self._loss_name()]
         iparams = np.array([_METHODS[self.method], loss, _FORGETTING[self.forgetting], memory,
-                            np.iinfo(np.int64).max if max_atoms is None else max_atoms,
+                            max_atoms if isinstance(max_atoms, int) else UNBOUNDED,
                             int(loss == 0 and eta < 0)], dtype=np.int64)
         fparams = np.array([eta, alpha, gamma_reg, eps, beta, np.inf if C is None else C,
                             1.0 - 1.0 / memory, _TOL])
@@ -166,6 +166,10 @@ class _KONSBase(ArrayAPIMixin, BaseEstimator):
         """
         n = X.shape[0]
         base = self._st
+        n_mat = base["Ainv"].shape[0]
+        cap = resolve_max_atoms(check_max_atoms(self.max_atoms), self.method, n_mat)
+        iparams = iparams.copy()
+        iparams[4] = UNBOUNDED if cap is None else cap
         st = self._working_copy(base)
         # the free rows the pass may write in the shared arrays, put back on failure so
         # that the old state stays byte-for-byte as it was (O(n cap), not O(cap^2))
@@ -177,11 +181,11 @@ class _KONSBase(ArrayAPIMixin, BaseEstimator):
         wt = np.ones(n) if weights is None else np.ascontiguousarray(weights, np.float64)
         loops = select_loops(__package__, self.backend_)
         progress = Progress(self, self.verbose)
-        cap, t0 = int(iparams[4]), time.perf_counter()
+        t0 = time.perf_counter()
         progress(f"pass over {n} samples, d={X.shape[1]}, in blocks of {_CHUNK} (each: its "
                  "kernel against the dictionary, then an O(m^2) update per sample)",
                  method=self.method, n_atoms=int(st["istate"][0]),
-                 max_atoms="unbounded" if cap == np.iinfo(np.int64).max else cap)
+                 **cost_line(cap, n, X.shape[1], n_mat))
         try:
             for r0 in range(0, n, _CHUNK):
                 Xs = _dense_rows(X, r0, _CHUNK)
@@ -218,7 +222,7 @@ class _KONSBase(ArrayAPIMixin, BaseEstimator):
             for k, rows in saved.items():
                 base[k][free] = rows
             raise
-        self._st, self._rs = st, rs  # commit
+        self._st, self._rs, self.max_atoms_ = st, rs, cap  # commit
         progress.done("pass", samples=n, n_seen=int(st["istate"][1]), n_atoms=int(st["istate"][0]),
                  cumulative_loss=float(st["fstate"][0]))
         self._sync()
@@ -296,7 +300,7 @@ class KONSRegressor(RegressorMixin, _KONSBase):
 
     def __init__(self, *, method="sketched", kernel="rbf", gamma=None, degree=3, coef0=1,
                  kernel_params=None, alpha=0.1, eta="auto", C=None, gamma_reg=0.3,
-                 epsilon=0.5, beta=1.0, max_atoms=None, forgetting=None, memory=1000,
+                 epsilon=0.5, beta=1.0, max_atoms="auto", forgetting=None, memory=1000,
                  random_state=None, backend=None, verbose=0):
         self.method = method
         self.kernel = kernel
@@ -476,7 +480,7 @@ class KONSClassifier(OneVsAllClassifierMixin, _KONSBase):
 
     def __init__(self, *, loss="squared", method="sketched", kernel="rbf", gamma=None,
                  degree=3, coef0=1, kernel_params=None, alpha=0.1, eta="auto", C=None,
-                 gamma_reg=0.3, epsilon=0.5, beta=1.0, max_atoms=None, forgetting=None,
+                 gamma_reg=0.3, epsilon=0.5, beta=1.0, max_atoms="auto", forgetting=None,
                  memory=1000, random_state=None, backend=None, verbose=0, class_weight=None,
                  calibration="auto"):
         self.loss = loss
