@@ -41,6 +41,8 @@ _NOT_MEASURED = {
     ("stkr.rst", "0.999"),            # values of the eta parameter
     ("eigenpro.rst", "90"),           # the share of rows EigenPro trains on (10% held out)
     ("kernels.rst", "3.2"),           # 8 n^2 bytes of a float64 kernel matrix, n = 20,000
+    ("README.md", "0.8"),             # 8 n^2 bytes of a float64 kernel matrix, n = 10,000
+    ("README.md", "3.2"),             # the same at n = 20,000
     ("random_features.rst", "2.1"),   # 8 D^2 bytes of the D x D Gram matrix, D = 16,384
     ("ridge_solvers.rst", "1.5"),     # solver="auto"'s switching margin (a constant)
     ("ridge_solvers.rst", "8,192"),   # the number of centers from which factors are float32
@@ -139,7 +141,7 @@ def _scope(unit, sections):
     flat = re.sub(r"\s+", " ", unit)
     named = [nums for title, script, nums in sections
              if re.search(rf"\b{re.escape(script)}\b", flat)
-             or re.search(rf"[\"*]{re.escape(title)}[\"*]", flat)]
+             or re.search(rf"\"{re.escape(title)}\"|(?<!\*)\*{re.escape(title)}\*(?!\*)", flat)]
     return set().union(*named) if named else None
 
 
@@ -237,6 +239,7 @@ def test_figures_are_checked_in_the_section_named():
         ["'2.5 s' (2.5 not in the sections named)"]
     assert not check("bench_a.py took 1.5 s; ``bench_b.py --parts x``: 2.5 s.")
     assert check('It took 2.5 s ("Alpha").') and not check('It took 2.5 s ("Beta things").')
+    assert check("*Beta things*: 1.5 s.") and not check("**Beta things**: 1.5 s.")  # bold
     assert check("It took 1.5 s to 3.5 s.")                    # both ends of a range
     assert not check("Unscoped, 2.5 s is somewhere in RESULTS.md.")
     # a page that names a script scopes the sentences that name none
