@@ -86,12 +86,16 @@ def test_equals_dense_kernel_logistic_regression(n_classes, weighted):
     if n_classes > 2:  # the softmax is shift invariant: compare centred logits
         ref, got = ref - ref.mean(1, keepdims=True), got - got.mean(1, keepdims=True)
     np.testing.assert_allclose(got, ref, atol=1e-6)
-    # the model's own probabilities, no temperature
-    assert clf.calibration_temperature_ == 1.0
+    # more classes: the model's own probabilities, no temperature; two: the slopes
+    # fitted on approximate leave-one-out values (test_falkon_calibration.py)
     P = clf.predict_proba(X)
     d = clf.decision_function(X)
-    want = (np.column_stack([1 - expit(d), expit(d)]) if n_classes == 2
-            else softmax(d, axis=1))
+    if n_classes == 2:
+        a = np.where(d > 0, clf.calibration_slopes_[1], clf.calibration_slopes_[0])
+        want = np.column_stack([1 - expit(a * d), expit(a * d)])
+    else:
+        assert clf.calibration_temperature_ == 1.0 and clf.calibration_slopes_ is None
+        want = softmax(d, axis=1)
     np.testing.assert_allclose(P, want, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(P.sum(1), 1.0)
     np.testing.assert_array_equal(clf.classes_[P.argmax(1)], clf.predict(X))

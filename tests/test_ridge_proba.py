@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize_scalar
-from scipy.special import expit, log_softmax
+from scipy.special import expit, log_softmax, softmax
 from sklearn.calibration import CalibratedClassifierCV
 from sklearn.ensemble import StackingClassifier, VotingClassifier
 from sklearn.linear_model import LogisticRegression
@@ -373,12 +373,13 @@ def test_mirrored_problem_has_equal_slopes():
     assert abs(lopsided.calibration_slopes_[1] / lopsided.calibration_slopes_[0] - 1) > 1e-3
 
 
-def test_logistic_falkon_has_no_slopes():
-    X, y, _ = _data(n=60, k=2, seed=10)
+def test_multiclass_logistic_falkon_has_no_temperature():
+    # (two classes: slopes on approximate leave-one-out values, test_falkon_calibration.py)
+    X, y, _ = _data(n=60, k=3, seed=10)
     clf = FalkonClassifier(loss="logistic", n_centers=20, gamma=GAMMA, random_state=0)
     clf.fit(X, y)
     assert clf.calibration_slopes_ is None and clf.calibration_temperature_ == 1.0
-    np.testing.assert_allclose(clf.predict_proba(X)[:, 1], expit(clf.decision_function(X)),
+    np.testing.assert_allclose(clf.predict_proba(X), softmax(clf.decision_function(X), axis=1),
                                rtol=1e-12)
 
 

@@ -15,9 +15,8 @@ residuals refine its result until the float64 stopping rule holds (mixed-precisi
 iterative refinement); a float32 ``K_nM`` whose rounding could move the fitted values
 by more than 1e-4 is replaced by a float64 one and the system solved again. The
 operators are in :mod:`kernelkit.ridge._falkon_ops`. The classifier's ``predict_proba``
-is calibrated on exact Nyström leave-one-out values where they are cheap
-(:mod:`kernelkit.ridge._falkon_loo`), else on a held-out split refitted by a second,
-warm-started solve (:meth:`_FalkonBase._holdout`).
+is calibrated on out-of-sample values (:mod:`kernelkit.ridge._falkon_loo`): Nyström
+leave-one-out values where cheap, else a held-out split refitted by a warm start.
 """
 
 import functools
@@ -40,13 +39,10 @@ from ..utils._state import atomic
 from ..utils._threads import blas_threads_for, single_blas_thread
 from ..utils._verbose import Progress, check_verbose, flops
 from ._falkon_logistic import fit_logistic
-from ._falkon_loo import _LOO_ROWS, exact_loo_is_cheap, holdout_values, loo_values
-from ._falkon_ops import (
-    _FalkonPreconditioner,
-    _fortran_gram,
-    _NystromNormalOperator,
-    _refined_solve,
-)
+from ._falkon_loo import (_LOO_ROWS, exact_loo_is_cheap, holdout_values,
+                          logistic_loo_values, loo_values)
+from ._falkon_ops import (_FalkonPreconditioner, _fortran_gram, _NystromNormalOperator,
+                          _refined_solve)
 from ._kernel_ridge import _check_alpha, _ClassifierMixin
 from ._pcg import (
     DEFAULT_MAX_ITER,
@@ -584,13 +580,11 @@ class FalkonClassifier(_ClassifierMixin, _FalkonBase):
     {params}
     loss : {"squared", "logistic"}, default="squared"
         ``"logistic"`` minimises ``sum_i w_i logloss(y_i, K_nM b) + alpha / 2
-        tr(b^T K_MM b)``; its ``predict_proba`` are the model's own probabilities
-        (sigmoid / softmax of ``decision_function``: ``calibration_temperature_`` is
-        1, ``calibration_slopes_`` None). ``tol`` then bounds the estimated distance
-        of the training rows' probabilities to the optimum's (root mean square over
-        rows, weighted: the last Newton step's change times ``q / (1 - q)``, ``q`` its
-        ratio to the step before); ``max_iter`` the CG iterations of a Newton step;
-        ``n_iter_`` counts the Newton steps over the whole path of penalties.
+        tr(b^T K_MM b)`` (probabilities: see ``calibration``). ``tol`` then bounds
+        the estimated distance of the training rows' probabilities to the optimum's
+        (root mean square over rows, weighted: the last Newton step's change times
+        ``q / (1 - q)``, ``q`` its ratio to the step before); ``max_iter`` the CG
+        iterations of a Newton step; ``n_iter_`` the Newton steps of the path.
     class_weight : dict, "balanced" or None, default=None
         Weights of the classes in the loss, as scikit-learn's classifiers take them
         (``"balanced"``: ``n_samples / (n_classes * bincount(y))``), multiplied with
@@ -598,22 +592,24 @@ class FalkonClassifier(_ClassifierMixin, _FalkonBase):
     {calibration}
         Out-of-sample values (``loss="squared"``), whichever is cheap: the Nyström
         estimator's exact leave-one-out decision values at the rows that are not
-        centers (hat diagonal of ``B^T W B + alpha I``, ``B = K_nM T^-1``: ``3 n M^2``
-        flops, one ``M^3/3`` factorization, at most 20,000 rows) while estimated
-        under 1e9 flops or a fifth of the fit's own (``K_nM``, the factorizations, a
-        pass over ``K_nM`` per CG step; ``n`` below ~1,900 with the default centers;
-        a center keeps its own basis function when left out: not a test point), else
-        a held-out split: a stratified tenth of each class's positive-weight rows
+        centers (a center left out keeps its own basis function: not a test point;
+        hat diagonal of ``B^T W B + alpha I``, ``B = K_nM T^-1``: ``3 n M^2`` flops,
+        one ``M^3/3`` factorization, at most 20,000 rows) while estimated under 1e9
+        flops or a fifth of the fit's own (``K_nM``, the factorizations, a pass over
+        ``K_nM`` per CG step; ``n`` below ~1,900 with the default centers), else a
+        held-out split: a stratified tenth of each class's positive-weight rows
         that are not centers (at most 5,000 rows, drawn with ``random_state``; with
-        None, a fixed seed) gets
-        weight 0 in a second solve of the same weighted normal equations on the same
-        centers and ``K_nM``, warm-started from the full solution and preconditioned
-        by the fit's own preconditioner (exactly FALKON's for that system), to a
-        relative residual of ``max(tol, 1e-2)`` of the system's right-hand side
-        (``verbose``: the ``held-out solve`` line): the model those rows are out of,
-        for a few CG steps (measured 0.1-0.3x the fit; the temperature within 2e-3
-        of a fully converged split's). The fitted model is the full-data one either
-        way. ``loss="logistic"`` fits no temperature nor slopes.
+        None, a fixed seed) gets weight 0 in a second solve of the same weighted
+        normal equations on the same centers and ``K_nM``, warm-started from the
+        full solution with the fit's preconditioner, to a relative residual of
+        ``max(tol, 1e-2)`` of the right-hand side (``verbose``: the ``held-out
+        solve`` line; measured 0.1-0.3x the fit). The fitted model is the full-data
+        one either way. ``loss="logistic"``, two classes: the slopes are fitted on
+        approximate leave-one-out values at the rows that are not centers (one
+        Newton step from the fit without the row, Cawley & Talbot 2008; same cost
+        and rule; with a small ``alpha`` the model's own sigmoid is over-confident
+        on small data), else (more classes, or not cheap) the model's own sigmoid /
+        softmax: ``calibration_temperature_`` 1, ``calibration_slopes_`` None.
 
     Attributes
     ----------
@@ -671,11 +667,12 @@ class FalkonClassifier(_ClassifierMixin, _FalkonBase):
     def _fit_targets(self, X, Y, sample_weight=None, oos=False):
         if self.loss == "squared":
             return _FalkonBase._fit_targets(self, X, Y, sample_weight, oos)
-        fit_logistic(self, X, Y, sample_weight)
-        return (np.arange(0), np.empty((0, Y.shape[1]))) if oos else self
+        fit_logistic(self, X, Y, sample_weight)  # oos: two classes, approximate LOO values
+        rng = check_random_state(self.random_state)
+        return logistic_loo_values(self, X, Y, sample_weight, rng) if oos else self
 
     def _fit_calibration(self, decision, y_idx, sample_weight=None):
-        if self.loss == "squared":
+        if self.loss == "squared" or len(y_idx):  # (logistic: out-of-sample values given)
             return _ClassifierMixin._fit_calibration(self, decision, y_idx, sample_weight)
         # a probability model: its own sigmoid / softmax, no temperature nor slopes
         self.calibration_temperature_ = 1.0 if self._check_calibration() else None

@@ -28,7 +28,9 @@ import copy
 
 import numpy as np
 from scipy import linalg
+from scipy.special import expit
 
+from .._config import get_config
 from ..utils._threads import blas_threads_for, single_blas_thread
 from ._falkon_ops import _fortran_gram
 from ._ridge_proba import HOLDOUT_FRACTION, calibration_split, split_rng
@@ -88,7 +90,8 @@ def _center_factor(K_mm):
     raise ValueError("the kernel matrix of the centers is not positive semi-definite.")
 
 
-def nystrom_loo_decision(block, n, K_mm, coef, Y, w, alpha, rows, rows_per_block):
+def nystrom_loo_decision(block, n, K_mm, coef, Y, w, alpha, rows, rows_per_block,
+                         grad=None):
     """Leave-one-out values ``f_{-i}(x_i)`` of the Nyström estimator at ``rows``.
 
     Parameters
@@ -102,12 +105,18 @@ def nystrom_loo_decision(block, n, K_mm, coef, Y, w, alpha, rows, rows_per_block
     Y : ndarray of shape (n, k)
         Targets.
     w : ndarray of shape (n,) or None
-        Row weights.
+        Row weights (with ``grad``: the loss's curvature ``w_i l''(f_i)`` at the fit).
     alpha : float
         The penalty (FALKON's ``lambda n``).
     rows : ndarray of int
         Rows whose values are returned.
     rows_per_block : int
+    grad : ndarray of shape (n, k) or None
+        A loss other than the squared: ``w_i l'(f_i)``, the weighted derivative at the
+        optimum. The value is then one Newton step from the fit without row ``i``
+        (:func:`logistic_loo_values`): ``f_i + grad_i q_i / (1 - h_ii)``, ``q_i =
+        k_i^T H^-1 k_i`` and ``h_ii = w_i q_i`` (for the squared loss, ``grad = w (f -
+        y)``, this is the exact identity above).
 
     Returns
     -------
@@ -141,11 +150,13 @@ def nystrom_loo_decision(block, n, K_mm, coef, Y, w, alpha, rows, rows_per_block
             V = linalg.solve_triangular(
                 L, linalg.solve_triangular(T, Kb.T, trans="T", check_finite=False),
                 lower=True, check_finite=False)
-            h = np.einsum("ij,ij->j", V, V) * (1.0 if w is None else w[idx])
+            q = np.einsum("ij,ij->j", V, V)
+            h = q * (1.0 if w is None else w[idx])
             f = Kb @ coef
             # 1 - h_ii > 0 exactly (alpha > 0); the floor only guards its rounding
             one_minus = np.maximum(1.0 - h, np.finfo(np.float64).eps)[:, None]
-            out[s0:s0 + len(idx)] = Y[idx] - (Y[idx] - f) / one_minus
+            out[s0:s0 + len(idx)] = (Y[idx] - (Y[idx] - f) / one_minus if grad is None
+                                     else f + grad[idx] * q[:, None] / one_minus)
     return out
 
 
@@ -196,6 +207,44 @@ def loo_values(normal, op, X, C, coef, Y, w, alpha, rng, idx=None):
         f[:, cols] = nystrom_loo_decision(block, n, K_mm, B[:, cols], Y2[:, cols], w,
                                           float(a), rows, normal.rows_per_block())
     return rows, f
+
+def logistic_loo_values(est, X, Y, w, rng):
+    """Approximate leave-one-out decision values of the two-class Nyström kernel
+    logistic regression (``loss="logistic"``) at the rows of :func:`loo_rows`, or
+    ``(empty, empty)`` with more classes or where they are not cheap
+    (:func:`exact_loo_is_cheap`, the kernel blocks recomputed).
+
+    One Newton step from the fitted ``b`` on the objective without row ``i``
+    (Cawley & Talbot, "Efficient approximate leave-one-out cross-validation for
+    kernel logistic regression", Machine Learning 71, 2008; Rad & Maleki, JRSS B
+    2020): its gradient there is ``-w_i l'(f_i) k_i``, its Hessian ``H - w_i d_i k_i
+    k_i^T`` with ``H = K_Mn W D K_nM + alpha K_MM`` and ``d_i = s_i (1 - s_i)``,
+    ``s_i = sigmoid(y_i f_i)``, so by Sherman-Morrison ``f_{-i}(x_i) ~ f_i + w_i
+    l'(f_i) q_i / (1 - w_i d_i q_i)``, ``q_i = k_i^T H^-1 k_i``: the leave-one-out
+    identity of the weighted least squares of the last Newton step (weights ``w_i
+    d_i``), computed as the squared loss's (:func:`nystrom_loo_decision`).
+    """
+    n, C, idx = X.shape[0], est.centers_, est.center_indices_
+    m = C.shape[0]
+    if Y.shape[1] != 1 or not exact_loo_is_cheap(n, m, X.shape[1], est.n_iter_, False):
+        return np.arange(0), np.empty((0, Y.shape[1]))
+    op = est._operator()
+    coef = np.asarray(est.dual_coef_, np.float64).reshape(m, 1)
+    F = np.asarray(op.engine.to_host(op.matmul(X, C, coef)), np.float64).reshape(n)
+    wt = np.ones(n) if w is None else np.asarray(w, np.float64)
+    t = Y[:, 0] * F  # y_i f_i, y = +-1: the loss log(1 + exp(-t))
+    curv = wt * expit(t) * expit(-t)
+    grad = (-wt * Y[:, 0] * expit(-t))[:, None]
+    rows = loo_rows(n, idx, w, rng)
+
+    def block(a, b=None):
+        return op.block_host(X[slice(a, b) if b is not None else a], C)
+
+    alpha = float(np.atleast_1d(est.alpha)[0])
+    per_block = max(1, int(get_config()["working_memory"] * 2**20 // (8 * m)))
+    return rows, nystrom_loo_decision(block, n, np.array(_fortran_gram(op, C)), coef, Y,
+                                      curv, alpha, rows, per_block, grad=grad)
+
 
 def holdout_values(est, normal, pre, op, X, C, idx, lam, coef, Y, sw, rng, tol, max_iter,
                progress):
