@@ -327,7 +327,12 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
     ``predict`` delegates. Costs: ``9 n^3`` flops per kernel (``eigh``) plus ``O(n^2)``
     per alpha and target, about ``5 n^2`` floats of memory; K-fold, the same per fold on its
     training block. The kernel matrices are computed once per kernel, never per alpha;
-    rbf, laplacian and matern share one distance matrix over the whole grid.
+    rbf, laplacian and matern share one distance matrix over the whole grid. The linear
+    kernel with ``n >= 2 d``: the same values from the ``d x d`` eigendecomposition of
+    ``X^T W X`` (``K = U diag(e) U^T``, ``U`` the left singular vectors of ``W^1/2 X``;
+    ``1 / alpha`` on the null space of ``K``), as :class:`~sklearn.linear_model.RidgeCV`
+    when ``n > p``: ``O(n d^2 + d^3)`` time, ``O(n d)`` memory, at any ``n``; the refit
+    is :class:`KernelRidge`'s primal solver.
 
     ``solver="nystrom"`` (large ``n``): the same leave-one-out / GCV of the Nyström
     estimator that :class:`FalkonRegressor` fits on ``m`` uniform centers (all

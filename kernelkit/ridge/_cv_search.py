@@ -8,7 +8,9 @@ rbf, d = 20, one kernel, eight alphas), exact against Nyström with the default 
 0.7 s / 0.03 s at n = 1,000, 1.9 / 0.24 s at 2,000, 19 / 0.5 s at 3,000, 33 / 0.5 s at
 4,000. Nyström is faster at every n, but it is an approximation; the crossover is where
 the exact path stops being affordable, not where it stops being fastest. Beyond it the
-Nyström path (``O(n m^2)`` per kernel, ``O(n m)`` memory) is the one that fits.
+Nyström path (``O(n m^2)`` per kernel, ``O(n m)`` memory) is the one that fits. The
+linear kernel with ``n >= 2 d`` stays exact at every ``n``: its ``d x d``
+eigendecomposition (:mod:`kernelkit.ridge._primal`) costs less than either.
 """
 
 from functools import partial
@@ -153,13 +155,14 @@ SEARCH_DOC = f"""
         ``gamma``; combined with a ``param_grid`` over other parameters, each of its
         combinations gets its own search.
     solver : {{"auto", "exact", "nystrom"}}, default="auto"
-        ``"exact"``: one ``n x n`` eigendecomposition per kernel. ``"nystrom"``: the
+        ``"exact"``: one ``n x n`` eigendecomposition per kernel (the linear kernel with
+        ``n >= 2 d``: one ``d x d`` of ``X^T W X``, exact too). ``"nystrom"``: the
         leave-one-out / GCV (or K-fold) of the Nyström (FALKON) estimator on
         ``n_centers`` centers (dense ``X``), refitted by
         :class:`FalkonRegressor` / :class:`FalkonClassifier` on the same centers.
         ``"auto"``: exact up to {AUTO_NYSTROM_MIN_SAMPLES:,} samples (about ``5 n^2``
         floats, one ``eigh`` of ``9 n^3`` flops per kernel), else Nyström where it
-        applies.
+        applies; exact at every ``n`` for the linear kernel with ``n >= 2 d``.
     n_centers : int >= 1 or "auto", default="auto"
         Centers of the final FALKON fit, drawn uniformly as FALKON draws them ("auto":
         ``sqrt(n) log(n)``, at least 100, at most ``n``). Only for the Nyström path.

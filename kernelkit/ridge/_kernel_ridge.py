@@ -294,9 +294,15 @@ _COMMON_DOC = """
         one product with ``K``, the iteration count estimated from the spectrum
         that PCG's preconditioner leaves (drawn first, and kept when PCG is chosen).
         Cholesky below {auto_n} samples, for ``alpha = 0`` and for the low-rank
-        dot-product kernels (linear, polynomial, cosine); PCG when the float64 ``K``
-        does not fit ``cache_size`` (a ValueError when not even the float32 one does:
-        see ``cache_size``). While PCG runs, its observed convergence is
+        dot-product kernels (polynomial, cosine, linear with ``n < 2 d``). For the
+        linear kernel (``"linear"`` or ``Linear()``) with ``alpha > 0``, ``n >= 2 d``
+        and the ``d x d`` float64 matrix within ``cache_size``, the primal solver
+        (``solver_ = "primal"``): the weights ``w`` of ``f(x) = x^T w + b`` from
+        ``(X^T W X + alpha I) w = X^T W (y - b)`` (``O(n d^2 + d^3)`` time, ``d^2``
+        floats beyond ``X``), the same model and the same ``dual_coef_``
+        (``W (y - X w - b) / alpha``), predictions in ``O(d)`` per row. PCG when the
+        float64 ``K`` does not fit ``cache_size`` (a ValueError when not even the
+        float32 one does: see ``cache_size``). While PCG runs, its observed convergence is
         checked against the cost of starting over with Cholesky, which it switches
         to when that is cheaper (``solver_`` then says ``"cholesky"`` and the
         result is exactly that solver's).
@@ -361,7 +367,7 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
         arrays (``fit`` validates them on the host); ``backend="cupy"`` computes the
         kernel matrices on the GPU.
     solver_ : str
-        The solver used: ``"cholesky"`` or ``"pcg"``.
+        The solver used: ``"cholesky"``, ``"pcg"`` or ``"primal"`` (linear kernel).
     n_iter_ : int
         pcg iterations (1 for the Cholesky solve).
     preconditioner_rank_ : int or None
@@ -537,7 +543,7 @@ class KernelRidgeClassifier(_ClassifierMixin, _KernelRidgeBase):
     X_fit_ : ndarray of shape (n_samples, n_features)
     backend_ : str
     solver_ : str
-        The solver used: ``"cholesky"`` or ``"pcg"``.
+        The solver used: ``"cholesky"``, ``"pcg"`` or ``"primal"`` (linear kernel).
     n_iter_ : int
         pcg iterations (1 for the Cholesky solve).
     preconditioner_rank_ : int or None
