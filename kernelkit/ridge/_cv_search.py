@@ -238,8 +238,8 @@ def search_plan(est, shape, n_grid, alphas, mode, folds, log_bounds):
     if est.solver_ == "nystrom":
         each = "an n x s kernel against the search centers and s x s factorizations"
     elif getattr(est, "_primal", False):
-        each = (f"linear kernel, n >= 2 d: the {d} x {d} matrix X^T W X and its "
-                f"eigendecomposition (~{flops(2.0 * n * d * d + 9.0 * d ** 3)})")
+        each = (f"the {d} x {d} matrix X^T W X and its eigendecomposition (linear kernel, "
+                f"n >= 2 d; ~{flops(2.0 * n * d * d + 9.0 * d ** 3)})")
     else:
         each = f"the {n} x {n} kernel and its eigendecomposition (9 n^3 ~ {flops(9.0 * n ** 3)})"
     scored = mode if folds is None else f"{len(folds)}-fold cv"
