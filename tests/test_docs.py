@@ -47,6 +47,8 @@ _NOT_MEASURED = {
     ("ridge_solvers.rst", "1.5"),     # solver="auto"'s switching margin (a constant)
     ("ridge_solvers.rst", "8,192"),   # the number of centers from which factors are float32
     ("ridge_solvers.rst", "1.6"),     # 4 n^2 bytes of the float32 kernel matrix, n = 20,000
+    ("ridge_solvers.rst", "500"),     # the centers of a fit that bench_ridge.py part i runs
+    ("kernels.rst", "0.8"),           # 8 n^2 bytes of a float64 kernel matrix, n = 10,000
     ("online.rst", "1,000"),          # the dictionary budget of max_atoms="auto" (a default)
 }
 
@@ -128,20 +130,36 @@ def _numbers(text):
 
 
 def _sections(text):
-    """``(title, script, numbers)`` of each section of RESULTS.md ("## title (bench_x.py)")."""
+    """``(title, script, numbers, parts)`` of each section of RESULTS.md ("## title
+    (bench_x.py)"); ``parts`` maps a part's letter to its numbers (a part runs from a
+    line opening with "(b)", "### (b)" or "**(b)" to the next such line)."""
     heads = list(re.finditer(r"^## (.*?) \((bench_\w+\.py)[^)\n]*\)[ \t]*$", text, re.M))
     ends = [h.start() for h in heads[1:]] + [len(text)]
-    return [(h.group(1), h.group(2), _numbers(text[h.start():end]))
-            for h, end in zip(heads, ends)]
+    out = []
+    for h, end in zip(heads, ends):
+        body = text[h.start():end]
+        marks = list(re.finditer(r"^(?:### |\*\*)?\(([a-z])\) ", body, re.M))
+        parts = {m.group(1): _numbers(body[m.start():nxt]) for m, nxt in
+                 zip(marks, [m.start() for m in marks[1:]] + [len(body)])}
+        out.append((h.group(1), h.group(2), _numbers(body), parts))
+    return out
 
 
 def _scope(unit, sections):
     """Numbers of the sections a piece of text names, by script (``bench_x.py``) or by
-    quoted title (``"Kernel ridge solvers"``, ``*Kernel ridge solvers*``); None if none."""
+    quoted title (``"Kernel ridge solvers"``, ``*Kernel ridge solvers*``), narrowed to
+    the parts named right after a title (``"EigenPro", part b``, ``("Random features", a
+    and b)``); None if it names none."""
     flat = re.sub(r"\s+", " ", unit)
-    named = [nums for title, script, nums in sections
-             if re.search(rf"\b{re.escape(script)}\b", flat)
-             or re.search(rf"\"{re.escape(title)}\"|(?<!\*)\*{re.escape(title)}\*(?!\*)", flat)]
+    named = []
+    for title, script, nums, parts in sections:
+        if re.search(rf"\b{re.escape(script)}\b", flat):
+            named.append(nums)
+        for m in re.finditer(rf"\"{re.escape(title)}\"|(?<!\*)\*{re.escape(title)}\*(?!\*)", flat):
+            after = re.match(r",? (?:parts? )?([a-z](?:(?:,| and|, and) [a-z])*)(?=[),;.])",
+                             flat[m.end():])
+            letters = re.findall(r"\b[a-z]\b", after.group(1)) if after else []
+            named += [parts[c] for c in letters if c in parts] or [nums]
     return set().union(*named) if named else None
 
 
@@ -228,8 +246,9 @@ def test_figure_pattern_finds_figures():
 
 def test_figures_are_checked_in_the_section_named():
     sections = _sections("# R\n\n## Alpha (bench_a.py)\n\n1.5 s, 0.9024\n\n"
-                         "## Beta things (bench_b.py --parts x)\n\n2.5 s, 7 iterations\n")
-    everywhere = {"1.5", "0.9024", "2.5", "7"}
+                         "## Beta things (bench_b.py --parts x)\n\n2.5 s, 7 iterations\n\n"
+                         "### (a) one\n\n3.5 s\n\n**(b) two**\n\n4.5 s\n")
+    everywhere = {"1.5", "0.9024", "2.5", "7", "3.5", "4.5"}
 
     def check(*sentences, page="p.rst"):
         return _unchecked(page, [(t, [1] * len(t)) for t in sentences], [], sections,
@@ -240,7 +259,12 @@ def test_figures_are_checked_in_the_section_named():
     assert not check("bench_a.py took 1.5 s; ``bench_b.py --parts x``: 2.5 s.")
     assert check('It took 2.5 s ("Alpha").') and not check('It took 2.5 s ("Beta things").')
     assert check("*Beta things*: 1.5 s.") and not check("**Beta things**: 1.5 s.")  # bold
-    assert check("It took 1.5 s to 3.5 s.")                    # both ends of a range
+    assert check("It took 1.5 s to 5.5 s.")                    # both ends of a range
+    # a part named after the title narrows the section to it
+    assert not check('3.5 s ("Beta things", a).') and check('4.5 s ("Beta things", a).')
+    assert not check('3.5 s, 4.5 s ("Beta things", a and b).')
+    assert not check('4.5 s ("Beta things" part b, run alone).')
+    assert not check('2.5 s ("Beta things", as recorded).')   # no part: the section
     assert not check("Unscoped, 2.5 s is somewhere in RESULTS.md.")
     # a page that names a script scopes the sentences that name none
     assert check("Figures: bench_b.py.", "It took 0.9024.")
