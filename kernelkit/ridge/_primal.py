@@ -67,7 +67,8 @@ def gram(Xs):
     """``Xs^T Xs`` as a dense float64 ``d x d`` matrix."""
     if sp.issparse(Xs):
         return np.asarray((Xs.T @ Xs).toarray(), dtype=np.float64)
-    with blas_threads_for(Xs.shape[1]):
+    n, d = Xs.shape
+    with blas_threads_for(round((n * d * d) ** (1.0 / 3.0))):  # the order of as many flops
         return Xs.T @ Xs
 
 
