@@ -191,7 +191,8 @@ class _KONSBase(ArrayAPIMixin, BaseEstimator):
                 Xs = _dense_rows(X, r0, _CHUNK)
                 m = int(st["istate"][0])
                 st = self._grown(st, min(m + Xs.shape[0], int(iparams[4])))
-                if Xs.shape[0] == 1:  # one kernel call: the sample sits in the free slot
+                if Xs.shape[0] == 1 and m < st["L"].shape[0]:
+                    # one kernel call: the sample sits in the free slot (none at the cap)
                     st["atoms"][m] = Xs[0]
                     row = self._op.block_host(Xs, st["atoms"][:m + 1])
                     Kc, Kss = row[:, :m], row[:, m:]

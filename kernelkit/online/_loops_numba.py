@@ -81,6 +81,47 @@ def _ons_update(A, z, v, m, cv, forget, lam, alpha):
 
 
 @nb.njit(cache=True, fastmath=_FAST)
+def _fused_update(A, z, v, pv, pc, m, cv):
+    """Sherman-Morrison for ``+ cv z z^T`` in one pass over ``A`` (``A^{-1}``).
+
+    ``A`` is behind by one rank-one update, ``A -= pc pv pv^T`` (``pc[0] = 0``: none):
+    it is applied row by row while ``v = A z`` is formed, and the new update is left
+    pending in ``(pv, pc)``; one read-and-write of ``A`` per sample instead of a read
+    and a read-and-write, the time of a large dictionary's step being memory traffic.
+    Leaves ``v = A_t^{-1} z`` as :func:`_ons_update` does.
+    """
+    c0 = pc[0]
+    q = 0.0
+    for i in range(m):
+        ci = c0 * pv[i]
+        s = 0.0
+        for j in range(m):
+            x = A[i, j] - ci * pv[j]
+            A[i, j] = x
+            s += x * z[j]
+        v[i] = s
+        q += z[i] * s
+    pc[0] = cv / (1.0 + cv * q)
+    scale = 1.0 / (1.0 + cv * q)
+    for i in range(m):
+        pv[i] = v[i]
+        v[i] *= scale
+
+
+@nb.njit(cache=True, fastmath=_FAST)
+def _flush(Ainv, pv, pc, m):
+    """Apply the pending rank-one updates of :func:`_fused_update` to ``Ainv``."""
+    for b in range(Ainv.shape[0]):
+        c0 = pc[b]
+        if c0 != 0.0:
+            for i in range(m):
+                ci = c0 * pv[b, i]
+                for j in range(m):
+                    Ainv[b, i, j] -= ci * pv[b, j]
+            pc[b] = 0.0
+
+
+@nb.njit(cache=True, fastmath=_FAST)
 def run_chunk(Kc, Kss, Y, wt, u, L, Lw, sw, W, Ainv, istate, fstate, new_atoms, pred,
               iparams, fparams):
     method, loss, forget = iparams[0], iparams[1], iparams[2]
@@ -98,6 +139,11 @@ def run_chunk(Kc, Kss, Y, wt, u, L, Lw, sw, W, Ainv, istate, fstate, new_atoms, 
     f = np.empty(n_out)
     g = np.empty(n_out)
     curv = np.empty(n_out)
+    # pending rank-one updates of Ainv (see _fused_update): applied before anything
+    # else reads or resizes Ainv, and at the end of the chunk
+    lazy = forget != 1  # the discount reads the diagonal first
+    pv = np.zeros((Ainv.shape[0], cap))
+    pc = np.zeros(Ainv.shape[0])
     n_add = 0
     for i in range(n):
         m = istate[0]
@@ -127,6 +173,7 @@ def run_chunk(Kc, Kss, Y, wt, u, L, Lw, sw, W, Ainv, istate, fstate, new_atoms, 
                 p = min(beta * (1.0 + eps) ** 2 * r / (r + big), 1.0)
                 add = u[i] < p
         if add:
+            _flush(Ainv, pv, pc, m)
             s = 1.0 / math.sqrt(p)
             for j in range(m):
                 L[m, j] = z[j]
@@ -156,6 +203,7 @@ def run_chunk(Kc, Kss, Y, wt, u, L, Lw, sw, W, Ainv, istate, fstate, new_atoms, 
             m += 1
             istate[0] = m
         if forget == 2 and istate[2] >= memory:
+            pc[:] = 0.0  # the reset discards the pending updates
             for b in range(Ainv.shape[0]):
                 _reset(Ainv[b], m, alpha)
             istate[2] = 0
@@ -168,6 +216,7 @@ def run_chunk(Kc, Kss, Y, wt, u, L, Lw, sw, W, Ainv, istate, fstate, new_atoms, 
         if C < np.inf:
             for c in range(n_out):
                 if abs(f[c]) > C:
+                    _flush(Ainv, pv, pc, m)
                     A = Ainv[0 if shared else c]
                     q = 0.0
                     for j in range(m):
@@ -189,15 +238,22 @@ def run_chunk(Kc, Kss, Y, wt, u, L, Lw, sw, W, Ainv, istate, fstate, new_atoms, 
             g[c] = gc
             curv[c] = hc if eta < 0 else eta * gc * gc
         if shared:
-            _ons_update(Ainv[0], z, v, m, curv[0], forget, lam, alpha)
+            if lazy:
+                _fused_update(Ainv[0], z, v, pv[0], pc[0:1], m, curv[0])
+            else:
+                _ons_update(Ainv[0], z, v, m, curv[0], forget, lam, alpha)
             for j in range(m):
                 for c in range(n_out):
                     W[j, c] -= v[j] * g[c]
         else:
             for c in range(n_out):
-                _ons_update(Ainv[c], z, v, m, curv[c], forget, lam, alpha)
+                if lazy:
+                    _fused_update(Ainv[c], z, v, pv[c], pc[c:c + 1], m, curv[c])
+                else:
+                    _ons_update(Ainv[c], z, v, m, curv[c], forget, lam, alpha)
                 for j in range(m):
                     W[j, c] -= v[j] * g[c]
         istate[1] += 1
         istate[2] += 1
+    _flush(Ainv, pv, pc, istate[0])
     return n_add
