@@ -238,3 +238,25 @@ def test_linear_eigen_gcv_and_kfold_closed_form():
         Xq = X[:7] + 1.0
         assert_allclose(ridge.predict_from(ridge.projected(Xq), alpha),
                         Xq @ Xs.T @ c + b, rtol=1e-9, atol=1e-10)
+
+
+def test_cv_primal_tiny_alpha_rank_deficient_equals_refits():
+    # duplicated and zero columns, alpha far below the dual eigendecomposition's
+    # round-off (it warns there): the primal's null space is exact, its leave-one-out
+    # values are those of explicit refits
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(100, 6))
+    X = np.column_stack([X, X[:, :2], np.zeros((100, 3))])
+    y = rng.normal(size=100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        cv = KernelRidgeCV((1e-12, 1.0), fit_intercept=True, store_cv_results=True).fit(X, y)
+    refit = np.empty(100)
+    for i in range(100):
+        keep = np.arange(100) != i
+        peer = Ridge(alpha=1e-12, solver="svd").fit(X[keep], y[keep])
+        refit[i] = (y[i] - peer.predict(X[i:i + 1])[0]) ** 2
+    assert_allclose(cv.cv_results_[:, 0], refit, rtol=1e-7, atol=1e-12)
+    fit = KernelRidge(alpha=1e-8, fit_intercept=True).fit(X, y)
+    assert_allclose(fit.predict(X), Ridge(alpha=1e-8, solver="svd").fit(X, y).predict(X),
+                    rtol=1e-10, atol=1e-12)
