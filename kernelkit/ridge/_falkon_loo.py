@@ -19,9 +19,12 @@ Cost: one pass over the ``n`` rows (``B`` block by a triangular solve, ``n M^2``
 flops; ``B^T W B``, ``2 n M^2``; the blocks come from the held ``K_nM``, a float32
 one upcast, and are recomputed only when it is not held), one ``M^3/3`` Cholesky, and
 a second pass over the rows whose values are wanted (``2 M^2`` flops each). Memory:
-``M^2`` plus one row block. FALKON takes these values only while this is a small share
-of its fit (:func:`kernelkit.ridge._falkon._exact_loo_is_cheap`), else a held-out
-split.
+``M^2`` plus one row block. FALKON takes these values only while this is small in
+absolute terms or a small share of its fit (:func:`exact_loo_is_cheap`), else a
+held-out split; and only at the rows that are not centers (:func:`loo_rows`). The
+two-class logistic loss takes the same values for its last Newton step's weighted
+least squares: one Newton step from the fit without the row
+(:func:`logistic_loo_values`).
 """
 
 import copy
