@@ -137,8 +137,10 @@ def test_eigenpro_first_line_states_the_setup(capsys):
     EigenProRegressor(gamma=0.5, max_iter=2, tol=None, subsample_size=300, n_components=20,
                       batch_size=64, random_state=0, verbose=1).fit(X, y)
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("[EigenProRegressor] ep2: n=600, d=3, 600 centers;")
-    assert "from s=300 rows" in lines[0] and "q=20" in lines[0] and "batch=64" in lines[0]
+    # first what it is about to do (before any copy of X), then the setup's plan
+    assert lines[0].startswith("[EigenProRegressor] n=600, d=3, 1 target(s): the validation")
+    assert lines[1].startswith("[EigenProRegressor] ep2: n=600, d=3, 600 centers;")
+    assert "from s=300 rows" in lines[1] and "q=20" in lines[1] and "batch=64" in lines[1]
     setup = [line for line in lines if " setup done in " in line]
     assert len(setup) == 1 and "up to 2 of 10 batches of 64" in setup[0]
     assert sum(" epoch " in line for line in lines) == 2
