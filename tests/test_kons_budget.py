@@ -143,3 +143,20 @@ def test_numba_twin_matches_numpy_past_the_cap(method, loss, eta, forget, C):
     np.testing.assert_allclose(pa, pb, atol=1e-9)
     np.testing.assert_allclose(a._st["Ainv"], b._st["Ainv"], atol=1e-9)
     np.testing.assert_allclose(a.cumulative_loss_, b.cumulative_loss_, rtol=1e-10)
+
+
+def test_new_labels_lower_the_cap_and_keep_the_atoms(monkeypatch):
+    """A river classifier meeting new labels gets one matrix per class: the cap is
+    recomputed for them; atoms already kept stay, none is added above the cap."""
+    from kernelkit.online._grow import add_classes
+
+    monkeypatch.setattr(_budget, "AUTO_BUDGET", 40)
+    X, y = _classes_stream(400, seed=3)
+    est = KONSClassifier(loss="logistic", gamma=2.0, random_state=0)
+    est.partial_fit(X[:200], (y[:200] > 2).astype(int), classes=[0, 1])
+    assert est.max_atoms_ == 40 == est.n_atoms_
+    add_classes(est, [0, 1, 2, 3])
+    est.partial_fit(X[200:], np.minimum(y[200:], 3))
+    assert est.max_atoms_ == int(40 / math.sqrt(4)) == 20
+    assert est.n_atoms_ == 40
+    assert np.isfinite(est.decision_function(X)).all()

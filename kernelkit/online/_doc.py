@@ -83,7 +83,9 @@ _ATTRS_DOC = """
     n_atoms_ : int
         Number of stored atoms (the model's support; bounded by the sketch).
     max_atoms_ : int or None
-        The cap in force (``max_atoms`` with ``"auto"`` resolved; None: no cap).
+        The cap in force (``max_atoms`` with ``"auto"`` resolved; None: no cap). A
+        classifier that meets new labels (river) may get more second-order matrices
+        and a lower ``"auto"`` cap than the atoms it holds: those stay, none is added.
     atoms_ : ndarray of shape (`n_atoms_`, `n_features_in_`)
         The stored samples.
     cumulative_loss_ : float
