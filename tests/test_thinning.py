@@ -126,7 +126,7 @@ def test_mmd_rate_up_to_4_7():
     ks = np.arange(3, 8)
     med = []
     for k in ks:
-        vals = [KernelThinning(gamma=0.25, random_state=s).fit(
+        vals = [KernelThinning(gamma=0.25, compress=None, random_state=s).fit(
             np.random.default_rng(s).standard_normal((4**k, 2))).mmd_ for s in range(8)]
         med.append(np.median(vals))
     assert np.polyfit(np.log(4.0**ks), np.log(med), 1)[0] < -0.45

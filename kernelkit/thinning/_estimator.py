@@ -15,7 +15,8 @@ from ..utils._array_api import ArrayAPIMixin
 from ..utils._state import atomic
 from ..utils._validation import check_weights
 from ..utils._verbose import Progress, check_verbose
-from ._kernel import _AUTO_MMD_MAX_N, COMPRESS, VARIANTS, _Pool, _power_spec, _ThinKernel
+from ._kernel import (_AUTO_KT_MAX_N, _AUTO_MMD_MAX_N, COMPRESS, VARIANTS, _Pool, _power_spec,
+                      _ThinKernel)
 from ._kt import _check_psd, _compress, _compress_plan, _kt, _systematic_resample
 
 
@@ -40,7 +41,9 @@ class KernelThinning(ArrayAPIMixin, BaseEstimator):
     sum of both (KT+). KT-SWAP always uses the target kernel. ``compress="compress++"``
     runs Compress++ ([CPP]_ Alg. 2): Compress (Alg. 1) with symmetrized KT halvings,
     then KT, in ``O(4^g n log n)`` kernel evaluations instead of ``O(n^2)``, with MMD
-    within a small factor of KT's.
+    within a small factor of KT's. The default ``compress="auto"`` runs KT on up to
+    8,192 points and Compress++ (``g=4``) on more, so that a default fit stays
+    near-linear in ``n``.
 
     Parameters
     ----------
@@ -78,7 +81,9 @@ class KernelThinning(ArrayAPIMixin, BaseEstimator):
     delta : float in (0, 1), default=0.5
         Failure probability of KT-SPLIT's thresholds ([KT]_: ``delta_i = delta / n`` per
         pair, ``delta_i 2^(j-1) / m`` at round ``j``). The papers' default.
-    compress : {None, "compress", "compress++"}, default=None
+    compress : {"auto", None, "compress", "compress++"}, default="auto"
+        ``"auto"``: KT (None) up to 8,192 points, Compress++ above, where KT's ``n^2``
+        kernel evaluations become the cost (resolved in ``fit`` into ``compress_``).
         None: KT on all points (``O(n^2)`` kernel evaluations). ``"compress++"``:
         Compress++ ([CPP]_ Alg. 2) with oversampling ``g``: Compress (Alg. 1,
         ``beta = m - g`` levels of symmetrized KT halvings) builds ``2^g`` times the final
@@ -94,15 +99,18 @@ class KernelThinning(ArrayAPIMixin, BaseEstimator):
         slower (``O(4^g n log n)``). 4 matches KT's MMD in [CPP]_'s experiments.
     compute_mmd : bool or "auto", default="auto"
         Compute ``mmd_``. KT gets it at no extra cost; Compress modes need ``n^2``
-        kernel values, so ``"auto"`` computes it there only for ``n <= 8192``.
+        kernel values, so ``"auto"`` computes it there only for ``n <= 8192`` (with
+        ``compress="auto"``: always up to 8,192 points, never above).
     backend : {"auto", "numpy", "numba", "cupy"} or None, default=None
         Compute engine for the kernels and loops; None follows :func:`kernelkit.set_config`.
         Resolved in ``fit`` into ``backend_``.
     random_state : int, RandomState instance or None, default=None
         Seeds KT-SPLIT's coins, the leftover points and Compress's symmetrization.
     verbose : int, default=0
-        0 silent; 1 one line per stage (KT's halving rounds with KT-SWAP, each of
-        Compress++'s four compressed quarters, its final thinning) with the points kept.
+        0 silent; 1 a first line with the plan (what ``compress`` resolved to, the sizes
+        and about how many kernel evaluations it takes), then one line per stage (KT's
+        halving rounds with KT-SWAP, each of Compress++'s four compressed quarters, its
+        final thinning) with the points kept.
 
     Attributes
     ----------
@@ -118,6 +126,8 @@ class KernelThinning(ArrayAPIMixin, BaseEstimator):
         Halving rounds used.
     alpha_ : float or None
         Power of the power kernel used by KT-SPLIT (None for target KT).
+    compress_ : {None, "compress", "compress++"}
+        What ``compress`` resolved to (None: KT on all points).
     backend_ : str
         The engine used.
     n_features_in_ : int
@@ -176,7 +186,7 @@ class KernelThinning(ArrayAPIMixin, BaseEstimator):
     """
 
     def __init__(self, kernel="rbf", *, gamma=None, degree=3, coef0=1, kernel_params=None,
-                 variant="target", alpha=None, m=None, delta=0.5, compress=None, g=4,
+                 variant="target", alpha=None, m=None, delta=0.5, compress="auto", g=4,
                  compute_mmd="auto", backend=None, random_state=None, verbose=0):
         self.kernel = kernel
         self.gamma = gamma
@@ -207,7 +217,8 @@ class KernelThinning(ArrayAPIMixin, BaseEstimator):
         """``(m, delta, g)``; with ``n=None`` only what does not depend on the data."""
         if not isinstance(self.variant, str) or self.variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, got {self.variant!r}.")
-        if self.compress not in COMPRESS:
+        if not (self.compress is None or isinstance(self.compress, str)) or (
+                self.compress not in COMPRESS):
             raise ValueError(f"compress must be one of {COMPRESS}, got {self.compress!r}.")
         delta = self.delta
         if (isinstance(delta, bool) or not isinstance(delta, Real) or not math.isfinite(delta)
@@ -296,10 +307,10 @@ class KernelThinning(ArrayAPIMixin, BaseEstimator):
             weights = _check_sample_weight(sample_weight, X, ensure_non_negative=True)
             weights = check_weights(weights, X.shape[0], "sample_weight")
         self.backend_ = resolve_backend(self.backend, X)
+        compress = _resolve_compress(self.compress, n)
         self._fit_progress = Progress(self, check_verbose(self.verbose))
-        self._fit_progress(f"n={n}, d={X.shape[1]}: {m} halving rounds by "
-                           f"{self.compress or 'KT'} to ~{max(1, n >> m)} points (kernel "
-                           "rows of each round's pairs, then the swap pass)", delta=delta)
+        self._fit_progress(_plan_line(n, X.shape[1], m, g, compress, self.compress),
+                           delta=delta)
         engine = get_backend(self.backend_)
         budget = int(get_config()["working_memory"] * 2**20)
         split_kern, swap_kern, alpha = self._kernels(engine, X, budget)
@@ -310,12 +321,12 @@ class KernelThinning(ArrayAPIMixin, BaseEstimator):
         if m == 0:  # no halving: the input itself (resampled, with weights)
             idx = seq
             mmd = 0.0 if weights is None else None
-        elif self.compress is None:
+        elif compress is None:
             idx, mmd = self._kt_fit(split_kern, swap_kern, engine, seq, n, m, delta, rng,
                                     budget, weights, want_mmd=self.compute_mmd is not False)
         else:
-            idx = self._compress_fit(split_kern, swap_kern, engine, seq, n, m, delta, g, rng,
-                                     budget, weights)
+            idx = self._compress_fit(compress, split_kern, swap_kern, engine, seq, n, m, delta,
+                                     g, rng, budget, weights)
         idx = np.sort(np.asarray(idx, dtype=np.int64))
         if mmd is None:
             mmd = math.nan
@@ -328,6 +339,7 @@ class KernelThinning(ArrayAPIMixin, BaseEstimator):
         self.mmd_ = float(mmd)
         self.m_ = m
         self.alpha_ = alpha
+        self.compress_ = compress
         return self
 
     def _kt_fit(self, split_kern, swap_kern, engine, seq, n, m, delta, rng, budget, weights,
@@ -344,11 +356,11 @@ class KernelThinning(ArrayAPIMixin, BaseEstimator):
         self._progress("KT (split + swap)", rounds=m, points=len(local), kept=len(idx))
         return support[idx], mmd
 
-    def _compress_fit(self, split_kern, swap_kern, engine, seq, n, m, delta, g, rng, budget,
-                      weights):
+    def _compress_fit(self, compress, split_kern, swap_kern, engine, seq, n, m, delta, g, rng,
+                      budget, weights):
         """Compress (``m`` levels) or Compress++ (``m - g`` levels, then KT with the rest)."""
         max_beta = (n.bit_length() - 1) // 2  # 4^beta <= n: leaves keep >= 1 point
-        if self.compress == "compress":  # beyond log4(n) levels, KT does the last rounds
+        if compress == "compress":  # beyond log4(n) levels, KT does the last rounds
             beta = min(m, max_beta)
             if beta == 0:
                 return self._kt_fit(split_kern, swap_kern, engine, seq, n, m, delta, rng,
@@ -415,6 +427,38 @@ class KernelThinning(ArrayAPIMixin, BaseEstimator):
         return self.fit(X, y, sample_weight=sample_weight).coreset_
 
 
+def _resolve_compress(compress, n):
+    """``compress="auto"``: KT up to ``_AUTO_KT_MAX_N`` points, Compress++ above."""
+    if compress != "auto":
+        return compress
+    return None if n <= _AUTO_KT_MAX_N else "compress++"
+
+
+def _plan_line(n, d, m, g, compress, asked):
+    """The first verbose line: what the fit does and about how many kernel values it needs."""
+    out = max(1, n >> m)
+    via = f" (compress={asked!r})" if asked == "auto" else ""
+    beta = min(max(m - g, 0), (n.bit_length() - 1) // 2)
+    if compress == "compress++" and beta > 1 and m:
+        depth, m_thin = beta - 1, m - beta + 1
+        parts = [n // 4 + (i < n % 4) for i in range(4)]
+        plans = [_compress_plan(p, depth) for p in parts]
+        kept = sum(p[0] for p in plans)
+        evals = sum(p[1] for p in plans) + kept * kept
+        top = max(p // 2 ** (depth - 1) for p in parts)
+        what = (f"Compress++{via}, g={g}: 4 quarters of ~{parts[0]} points, each {depth} "
+                f"level(s) of KT halvings (the largest of ~{top} points), then KT with {m_thin} "
+                f"rounds on their ~{kept} points")
+    elif compress == "compress" and m:
+        what = f"Compress{via}, {min(m, (n.bit_length() - 1) // 2)} level(s) of KT halvings"
+        evals = _compress_plan(n, min(m, (n.bit_length() - 1) // 2))[1]
+    else:
+        what = f"KT{via}: {m} halving rounds on all {n} points, then the swap pass"
+        evals = n * n if m else 0
+    return (f"n={n}, d={d}: {what}, to ~{out} points; about {float(evals):.2g} kernel "
+            "evaluations")
+
+
 def _mmd_to_input(kern, n, idx, weights, budget):
     """Exact MMD between the (weighted) input and the equal-weight coreset ``idx``."""
     everything = np.arange(n)
@@ -427,7 +471,7 @@ def _mmd_to_input(kern, n, idx, weights, budget):
 
 
 def kernel_thinning(X, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None,
-                    variant="target", alpha=None, m=None, delta=0.5, compress=None, g=4,
+                    variant="target", alpha=None, m=None, delta=0.5, compress="auto", g=4,
                     sample_weight=None, backend=None, random_state=None):
     """Indices of a kernel thinning coreset of ``X`` (function form of :class:`KernelThinning`).
 
@@ -453,8 +497,9 @@ def kernel_thinning(X, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_pa
         Halving rounds (coreset of ``n_samples // 2^m`` points); None: about ``sqrt(n)``.
     delta : float in (0, 1), default=0.5
         KT-SPLIT's failure probability.
-    compress : {None, "compress", "compress++"}, default=None
-        Near-linear-time Compress / Compress++ instead of KT on all points.
+    compress : {"auto", None, "compress", "compress++"}, default="auto"
+        Near-linear-time Compress / Compress++ instead of KT on all points; ``"auto"``:
+        KT up to 8,192 points, Compress++ above.
     g : int >= 0, default=4
         Compress++'s oversampling parameter.
     sample_weight : array-like of shape (n_samples,), default=None

@@ -9,7 +9,7 @@ from ..backend import KernelSpec
 from ._power import power_block
 
 VARIANTS = ("target", "root", "power", "plus")
-COMPRESS = (None, "compress", "compress++")
+COMPRESS = ("auto", None, "compress", "compress++")
 _POWER_NAMES = ("matern_power", "laplacian_power")
 # kernels whose blocks come from pairwise_into / power_block (products are row blocks @ w);
 # the others use the engine's fused matmul
@@ -18,6 +18,8 @@ _HALF_INTEGERS = (0.5, 1.5, 2.5)
 _PSD_SAMPLE = 64
 _TIE_TOL = 1e-11  # relative: MMD comparisons closer than this are ties
 _AUTO_MMD_MAX_N = 8192  # compress modes: exact MMD to the input costs n^2 kernel values
+# compress="auto": KT (n^2 kernel values) up to this many points, Compress++ above
+_AUTO_KT_MAX_N = 8192
 
 
 
@@ -148,10 +150,11 @@ class _Pool:
                 self.K = kern.block(pool, key="pool")
 
     def block(self, ia, ib, key=None):
-        """``k`` between local points ``ia`` and ``ib`` (index arrays), host float64."""
+        """``k`` between local points ``ia`` and ``ib`` (index arrays; ``ib`` None: the
+        symmetric ``k(ia, ia)``, one engine call), host float64."""
         if self.K is not None:
-            return self.K[np.ix_(ia, ib)]
-        return self.kern.block(self.pool[ia], self.pool[ib], key=key)
+            return self.K[np.ix_(ia, ia if ib is None else ib)]
+        return self.kern.block(self.pool[ia], None if ib is None else self.pool[ib], key=key)
 
     def matvec(self, ia, ib, w):
         """``k(ia, ib) @ w`` for local index arrays, host float64."""

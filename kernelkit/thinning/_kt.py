@@ -16,11 +16,28 @@ def _loops(engine):
     return select_loops(__package__, engine.name)
 
 
+def _row_code(engine, spec, X):
+    """The engine's direct-row code of ``spec`` for the pool ``X`` (host points), else -1.
+
+    The engine computes whole blocks from the coordinates only for few features (beyond,
+    GEMM wins). A swapped-in point's row is one pass over the pool's coordinates either
+    way, and the direct pass does not re-prepare the whole pool for every row as a one-row
+    ``pairwise`` call does (7,500 Fashion-MNIST images, 784 features: about 8 ms against
+    over 100 ms a row), so KT-SWAP takes it at any width.
+    """
+    if not hasattr(engine, "direct_code") or spec is None or X is None:
+        return -1
+    code = engine.direct_code(spec, X)
+    if code < 0 and X.ndim == 2 and X.shape[1] > 1:
+        code = engine.direct_code(spec, X[:, :1])  # the kernel's code, whatever the width
+    return code
+
+
 def _refine(engine, stat, rows, row_index, base, full, coreset, t0, t1, counts, unique, scale,
             tol, spec=None, X=None):
     """KT-SWAP's refinement loop; rows of swapped-in points computed in the loop when the
     engine has a direct formula for the kernel (else it returns to the caller for them)."""
-    code = engine.direct_code(spec, X) if hasattr(engine, "direct_code") else -1
+    code = _row_code(engine, spec, X)
     Xc = np.ascontiguousarray(X, dtype=np.float64) if code >= 0 else np.empty((1, 1))
     gamma = float(spec.params[0]) if code >= 0 else 0.0
     return _loops(engine).refine_steps(stat, rows, row_index, base, bool(full), coreset, t0, t1,
@@ -41,6 +58,9 @@ def _split_one(pool, engine, P, uniforms, log_mult, acc, wb, budget):
     state = np.zeros(1)
     if pool.K is not None:
         chunks = [(0, pairs, pool.K, P, P)]
+    elif 8 * s * s <= budget:  # this halving's own matrix fits: one symmetric block
+        ci = np.arange(s, dtype=np.int64)
+        chunks = [(0, pairs, pool.block(P, None, key="split"), ci, ci)]
     else:  # row blocks of the lower triangle, at least 8 so that little above it is computed
         step = max(1, min(budget // (16 * s), -(-pairs // 8)))
         ci = np.arange(s, dtype=np.int64)
