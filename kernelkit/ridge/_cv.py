@@ -25,18 +25,15 @@ from ..utils._validation import check_bool, check_kernel_matrix
 from ..utils._verbose import check_verbose
 from ._cv_grid import KernelGrid, _allowed_names, check_param_grid, ridge_params
 from ._cv_scoring import (GivenClassifier, GivenRegressor, check_alphas, check_cv_param,
-                          squared_units, weight_params)
+                          scaled_alphas, squared_units, weight_params)
 from ._cv_search import (check_gamma_search, check_solver, fill_docs, fold_model,
                          resolve_solver, search_log_gamma, report_kernel, search_plan,
                          select_centers)
 from ._falkon import FalkonClassifier, FalkonRegressor
 from ._kernel_ridge import _SPARSE, KernelRidge, KernelRidgeClassifier
-from ._loo import EigenRidge, loo_predictions, weighted
+from ._loo import EigenRidge, loo_predictions, roundoff_alphas, weighted
 from ._loo_nystrom import NystromRidge
 from ._primal import LinearEigen, primal_applies
-
-# One decade apart from near-interpolation to strong smoothing; see the ``alphas`` docstring.
-DEFAULT_ALPHAS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
 
 
 class _KernelRidgeCVBase(ArrayAPIMixin, BaseEstimator):
@@ -53,7 +50,7 @@ class _KernelRidgeCVBase(ArrayAPIMixin, BaseEstimator):
         return _SPARSE if self._template()._sparse_ok() else False
 
     def _check_params(self):
-        alphas = check_alphas(self.alphas)
+        alphas, default = check_alphas(self.alphas)
         mode = check_cv_param(self.cv)
         store = check_bool(self.store_cv_results, "store_cv_results")
         per_target = check_bool(getattr(self, "alpha_per_target", False), "alpha_per_target")
@@ -75,7 +72,8 @@ class _KernelRidgeCVBase(ArrayAPIMixin, BaseEstimator):
                                         set().union(*candidates), _allowed_names(self.kernel))
         intercept = check_bool(getattr(self, "fit_intercept", False), "fit_intercept")
         check_verbose(self.verbose)
-        return (alphas, mode, store, per_target, scorer, candidates, solver, log_bounds, intercept)
+        return (alphas, mode, store, per_target, scorer, candidates, solver, log_bounds, intercept,
+                default)
 
     def _validated_weights(self, sample_weight, X):
         if sample_weight is None:
@@ -97,15 +95,18 @@ class _KernelRidgeCVBase(ArrayAPIMixin, BaseEstimator):
         return scorer(given, pred[:, 0] if y_true.ndim == 1 else pred, y_true, **score_params)
 
     def _loo_candidate(self, ridge, K, Y, scale, y_true, sw, sample_weight, alphas, mode,
-                       scorer, per_target, store, warn):
+                       scorer, per_target, store, check):
         """Scores per alpha (``scoring=None``: in units of ``scale**2``) and stored values
-        of one kernel's ``ridge`` (:class:`EigenRidge` or :class:`NystromRidge`)."""
-        if warn:
-            ridge.check_alphas(alphas, type(self).__name__)
+        of one kernel's ``ridge`` (:class:`EigenRidge` or :class:`NystromRidge`); NaN at
+        the alphas ``check(ridge)`` drops."""
         params = weight_params(scorer, sample_weight)
         scores, values = [], []
         self._intercepts.append([ridge.intercept(a) * scale for a in alphas])
-        for alpha in alphas:
+        for alpha, drop in zip(alphas, check(ridge)):
+            if drop:  # a default alpha below round-off: not scored
+                scores.append(np.full(Y.shape[1], np.nan) if per_target else np.nan)
+                values.append(np.full(Y.shape, np.nan) if store else None)
+                continue
             r = ridge.loo_residuals(alpha) if mode == "loo" else ridge.gcv_residuals(alpha)
             if scorer is None:  # mean squared (weighted-space) residual, as RidgeCV
                 sq = r * r
@@ -118,22 +119,24 @@ class _KernelRidgeCVBase(ArrayAPIMixin, BaseEstimator):
         return scores, (np.stack(values, axis=-1) if store else None)
 
     def _kfold_candidate(self, fold_model, scale, y_true, sw, folds, alphas, scorer,
-                         per_target, warn):
+                         per_target, check):
         """Mean test-fold scores per alpha; ``fold_model(tr, te)`` is ``(ridge, predict)``,
-        ``predict(alpha)`` the fold model's values at ``te`` (every alpha, one model)."""
+        ``predict(alpha)`` the fold model's values at ``te`` (every alpha, one model); NaN
+        at the alphas ``check`` drops on the first fold."""
         given = GivenClassifier(self._classes) if is_classifier(self) else GivenRegressor()
         if scorer is None and not is_classifier(self):  # R^2, scale free: scored in the
             y_true, scale = y_true / scale, 1.0  # scaled units (y ~ 1e200 would overflow)
         scorer = check_scoring(given, None) if scorer is None else scorer  # r2 / accuracy
         weights = None if sw is None else sw * sw
-        fold_scores = []
-        for k, (tr, te) in enumerate(folds):
+        fold_scores, dropped = [], None
+        for tr, te in folds:
             ridge, predict = fold_model(tr, te)
-            if warn and k == 0:
-                ridge.check_alphas(alphas, type(self).__name__)
+            dropped = check(ridge) if dropped is None else dropped
             params = weight_params(scorer, None if weights is None else weights[te])
-            fold_scores.append([self._score(scorer, predict(a) * scale, y_true[te],
-                                            per_target, params) for a in alphas])
+            nan = np.full(y_true.shape[1], np.nan) if per_target else np.nan
+            fold_scores.append([nan if drop else self._score(
+                scorer, predict(a) * scale, y_true[te], per_target, params)
+                for a, drop in zip(alphas, dropped)])
         return list(np.mean(np.asarray(fold_scores, dtype=np.float64), axis=0))
 
     def _nystrom(self, X, Y, sw, kw):
@@ -144,7 +147,8 @@ class _KernelRidgeCVBase(ArrayAPIMixin, BaseEstimator):
 
     def _search(self, X, Y, y_true, sample_weight, groups, y_split):
         """Scores of every (candidate, alpha); the selection; fitted attributes."""
-        alphas, mode, store, per_target, scorer, candidates, _, log_bounds, icpt = self._checked
+        alphas, mode, store, per_target, scorer, candidates, _, log_bounds, icpt, default = (
+            self._checked)
         per_target = per_target and Y.shape[1] > 1
         sw = None if sample_weight is None else np.sqrt(sample_weight)
         # Targets in units of their largest magnitude: squared residuals of y ~ 1e-200 (or
@@ -167,23 +171,28 @@ class _KernelRidgeCVBase(ArrayAPIMixin, BaseEstimator):
         if nystrom:
             self._centers = select_centers(self.n_centers, self.search_centers,
                                            self.random_state, self.backend_, X)
-        tried, scores, values, self._intercepts = [], [], [], []
+        tried, scores, values, used, self._intercepts = [], [], [], [], []
 
         def evaluate(cand):  # one kernel: every alpha from one decomposition
             kw, warn = ridge_params(self, cand), not tried
             K = None if nystrom or self._primal else X if precomputed else grid.matrix(kw)
+            a = scaled_alphas(alphas, grid.diag(kw) if K is None else np.diag(K),
+                              sample_weight) if default else alphas  # the kernel's scale
+            check = partial(roundoff_alphas, alphas=a, owner=type(self).__name__,
+                            default=default, warn=warn or default)
             if folds is None:
                 u = self._u(sw, len(Y))
                 ridge = (self._nystrom(X, Y, sw, kw) if nystrom else LinearEigen(
                     X, weighted(None, Y, sw)[1], sw, u) if self._primal else
                          EigenRidge(*weighted(K, Y, sw), u=u))
                 sc, vals = self._loo_candidate(ridge, K, Y, scale, y_true, sw, sample_weight,
-                                               alphas, mode, scorer, per_target, store, warn)
+                                               a, mode, scorer, per_target, store, check)
             else:
                 sc, vals = self._kfold_candidate(fold_model(self, K, X, Y, sw, kw), scale,
-                                                 y_true, sw, folds, alphas, scorer,
-                                                 per_target, warn), None
+                                                 y_true, sw, folds, a, scorer,
+                                                 per_target, check), None
             tried.append(cand)
+            used.append(a)
             report_kernel(progress, len(tried), cand, sc)
             scores.append(sc)
             values.append(vals)
@@ -195,7 +204,7 @@ class _KernelRidgeCVBase(ArrayAPIMixin, BaseEstimator):
             else:
                 search_log_gamma(lambda g, c=cand: evaluate({**c, "gamma": g}), log_bounds,
                                  per_target)
-        candidates = tried
+        candidates, A = tried, np.asarray(used)  # A: (n_candidates, n_alphas)
         S = np.asarray(scores, dtype=np.float64)  # (n_candidates, n_alphas[, n_targets])
         if np.all(np.isnan(S)):
             raise ValueError("every cross-validation score is NaN; check scoring and cv "
@@ -205,11 +214,11 @@ class _KernelRidgeCVBase(ArrayAPIMixin, BaseEstimator):
             best = ranked.max(axis=1)  # each target at its own alpha
             ci = int(np.argmax(best.mean(axis=1)))
             ai = np.argmax(ranked[ci], axis=0)
-            alpha = alphas[ai]
+            alpha = A[ci][ai]
             best_score = S[ci][ai, np.arange(S.shape[2])]
         else:
             ci, ai = np.unravel_index(int(np.argmax(ranked)), S.shape)
-            alpha, best_score = float(alphas[ai]), float(S[ci, ai])
+            alpha, best_score = float(A[ci, ai]), float(S[ci, ai])
         if icpt and nystrom and not is_classifier(self):  # FALKON's refit takes y - b
             if folds is None:  # the intercepts of the search, at the selection
                 b = np.asarray(self._intercepts[ci])[ai, np.arange(Y.shape[1])]
@@ -222,6 +231,7 @@ class _KernelRidgeCVBase(ArrayAPIMixin, BaseEstimator):
             S = squared_units(S, scale)
             best_score = S[ci][ai, np.arange(S.shape[2])] if per_target else float(S[ci, ai])
         self.alpha_ = alpha
+        self.alphas_ = A
         self.best_score_ = best_score
         self.best_params_ = dict(candidates[ci])
         self.candidate_params_ = candidates
@@ -344,14 +354,7 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
 
     Parameters
     ----------
-    alphas : array-like of float > 0, default=(1e-6, 1e-5, ..., 1, 10)
-        Ridge penalties to try. The default spans one decade per step from
-        near-interpolation (``1e-6``, above the round-off level of the eigenvalues of a
-        kernel matrix with unit diagonal for ``n`` up to ~10^8) to strong smoothing
-        (``10``): the eigenvalues of such a kernel matrix range from ``n`` down to 0, and
-        alpha is the eigenvalue below which a direction is shrunk, so kernel ridge needs
-        far smaller penalties than :class:`~sklearn.linear_model.RidgeCV`'s
-        ``(0.1, 1, 10)`` for standardised linear features.
+    {alphas}
     {kernel}
     param_grid : dict or list of dicts, default=None
         Kernel parameters to search, as :class:`~sklearn.model_selection.GridSearchCV`'s
@@ -396,7 +399,7 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
     Attributes
     ----------
     alpha_ : float or ndarray of shape (n_targets,)
-        Selected penalty (one per target with ``alpha_per_target``).
+        Selected penalty (one per target with ``alpha_per_target``), from ``alphas_``.
     best_params_ : dict
         Selected kernel parameters (empty without ``param_grid``).
     best_score_ : float or ndarray of shape (n_targets,)
@@ -407,8 +410,8 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
         The model refitted on all data at the selection (FALKON, wrapped with its
         intercept with ``fit_intercept``, when ``solver_`` is ``"nystrom"``).
     scores_ : ndarray of shape (n_candidates, n_alphas) or (n_candidates, n_alphas, n_targets)
-        Every score, candidates in ``candidate_params_`` order (per target with
-        ``alpha_per_target``).
+        Every score at ``alphas_``, candidates in ``candidate_params_`` order (per target
+        with ``alpha_per_target``); NaN where ``alphas="auto"`` did not score an alpha.
     candidate_params_ : list of dict
         The kernel parameter combinations of ``param_grid`` (``[{{}}]`` without one);
         with ``gamma_search``, every one evaluated, in order.
@@ -425,16 +428,16 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
     Raises
     ------
     ValueError
-        In ``fit``: empty, non-finite or non-positive ``alphas``; a ``param_grid`` key the
-        kernel does not have (or any ``param_grid`` with ``kernel="precomputed"``); an
+        In ``fit``: ``alphas`` empty, non-finite, non-positive or a string but "auto"; a
+        ``param_grid`` key the kernel lacks (or any with ``kernel="precomputed"``); an
         unknown ``cv`` string or ``cv < 2``; ``store_cv_results`` with K-fold ``cv``; an
         unknown ``scoring``; {search_raises}; and the input errors of :class:`KernelRidge`.
 
     Warns
     -----
     RuntimeWarning
-        When an alpha is at the round-off level of the kernel matrix's eigenvalues
-        (its score is not accurate).
+        When an alpha of a given array is at the round-off level of the kernel matrix's
+        eigenvalues (its score is not accurate); ``"auto"`` leaves such points out.
 
     Examples
     --------
@@ -447,7 +450,7 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, _KernelRidgeCVBase):
     ['gamma']
     """
 
-    def __init__(self, alphas=DEFAULT_ALPHAS, *, kernel="linear", gamma=None, degree=3,
+    def __init__(self, alphas="auto", *, kernel="linear", gamma=None, degree=3,
                  coef0=1, kernel_params=None, param_grid=None, gamma_search=None, cv=None,
                  scoring=None, fit_intercept=False, alpha_per_target=False,
                  store_cv_results=False, solver="auto", n_centers="auto", search_centers="auto",
@@ -534,7 +537,7 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
 
     Parameters
     ----------
-    alphas : array-like of float > 0, default=(1e-6, 1e-5, ..., 1, 10)
+    alphas : "auto" or array-like of float > 0, default="auto"
         Ridge penalties to try (see :class:`KernelRidgeCV`).
     {kernel}
     param_grid : dict or list of dicts, default=None
@@ -588,7 +591,7 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
     ('nystrom', 'FalkonClassifier')
     """
 
-    def __init__(self, alphas=DEFAULT_ALPHAS, *, kernel="linear", gamma=None, degree=3,
+    def __init__(self, alphas="auto", *, kernel="linear", gamma=None, degree=3,
                  coef0=1, kernel_params=None, param_grid=None, gamma_search=None, cv=None,
                  scoring=None, fit_intercept=False, store_cv_results=False, solver="auto",
                  n_centers="auto", search_centers="auto", random_state=None, verbose=0,

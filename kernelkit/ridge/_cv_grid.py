@@ -135,6 +135,14 @@ class KernelGrid:
             return stationary_from_sqdist(np, code, self._distances("sqeuclidean"), gamma)
         return KernelOperator(kernel, X.shape[1], self.backend).block_host(X)
 
+    def diag(self, kwargs):
+        """``k(x_i, x_i)`` on ``X`` (host float64), for the scale of ``alphas="auto"`` where
+        no kernel matrix is formed: sparse ``X`` only reaches here on the linear kernel's
+        primal path (squared row norms); dense ``X`` through the kernel's engine."""
+        if sp.issparse(self.X):
+            return np.asarray(self.X.multiply(self.X).sum(axis=1), dtype=np.float64).ravel()
+        return self.operator(kwargs).diag(self.X)
+
     def operator(self, kwargs):
         """The :class:`KernelOperator` of ``KernelRidge`` keyword arguments ``kwargs``."""
         kernel = make_kernel(kwargs["kernel"], kwargs["gamma"], kwargs["degree"],

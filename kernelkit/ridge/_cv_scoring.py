@@ -1,5 +1,6 @@
-"""Parameters and scoring of the CV estimators: ``alphas``, ``cv``, and the stand-in models
-through which any scikit-learn scorer scores out-of-sample values computed by the algebra."""
+"""Parameters and scoring of the CV estimators: ``alphas`` (the default grid and its scale
+per kernel), ``cv``, and the stand-in models through which any scikit-learn scorer scores
+out-of-sample values computed by the algebra."""
 
 import warnings
 from inspect import signature
@@ -9,16 +10,60 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 
 
+# One decade apart from near-interpolation to strong smoothing, in units of the kernel's
+# mean diagonal (alphas="auto"); see ALPHAS_DOC.
+DEFAULT_ALPHAS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
+
+ALPHAS_DOC = """
+    alphas : "auto" or array-like of float > 0, default="auto"
+        Ridge penalties to try. ``"auto"``: the grid ``(1e-6, 1e-5, ..., 1, 10)``, one
+        decade per step, times each kernel's scale, the mean of its diagonal on the
+        training data ``sum_i w_i k(x_i, x_i) / sum_i w_i`` (``w`` the sample weights;
+        ``trace(K) / n`` without them). A kernel matrix with diagonal ``c`` has
+        eigenvalues between 0 and ``c n``, and alpha is the eigenvalue below which a
+        direction is shrunk, so the grid runs from near-interpolation to strong
+        smoothing whatever the kernel's units: for kernels with a unit diagonal (rbf,
+        laplacian, matern) it is exactly ``(1e-6, ..., 10)``; for the linear kernel it
+        scales with the mean ``||x||^2``, for polynomial, ntk and nngp with their own
+        diagonal. Each candidate of ``param_grid`` or ``gamma_search`` gets the grid of
+        its own scale (a polynomial's degree, an NTK's depth change it), and ``alphas_``
+        holds the values scored. Points of this grid below the round-off level of a
+        kernel matrix's eigenvalues (``10 n eps`` times the largest) are not scored
+        for that kernel (NaN in ``scores_``) and do not warn. An array: those values,
+        for every kernel alike; a value below the round-off level is scored and warns."""
+
+
 def check_alphas(alphas):
+    """``(alphas, default)``: the validated grid, and whether it is ``"auto"``'s (to be
+    scaled per kernel by :func:`scaled_alphas`)."""
+    if isinstance(alphas, str):
+        if alphas == "auto":
+            return np.asarray(DEFAULT_ALPHAS, dtype=np.float64), True
+        raise ValueError(f"alphas must be 'auto' or a non-empty 1-D sequence of numbers > 0, "
+                         f"got {alphas!r}.")
     a = np.asarray(alphas) if not np.isscalar(alphas) else np.asarray([alphas])
     if a.dtype.kind not in "iuf" or a.ndim != 1 or a.size == 0:
-        raise ValueError(f"alphas must be a non-empty 1-D sequence of numbers > 0, got "
-                         f"{alphas!r}.")
+        raise ValueError(f"alphas must be 'auto' or a non-empty 1-D sequence of numbers > 0, "
+                         f"got {alphas!r}.")
     a = a.astype(np.float64)
     if not np.all(np.isfinite(a)) or np.any(a <= 0):
         raise ValueError(f"alphas must be finite and > 0 (leave-one-out and GCV need a "
                          f"positive ridge penalty), got {alphas!r}.")
-    return a
+    return a, False
+
+
+def scaled_alphas(alphas, diag, weights):
+    """``alphas`` times the kernel's scale: the mean of its diagonal ``diag`` (weighted by
+    ``weights``, None: unweighted). A diagonal of ones gives ``alphas`` exactly; a scale
+    that is not finite and positive (a kernel vanishing on the data) leaves them as is."""
+    diag = np.asarray(diag, dtype=np.float64)
+    if weights is None:
+        scale = float(np.mean(diag))
+    else:
+        scale = float(np.sum(weights * diag) / np.sum(weights))
+    if not (np.isfinite(scale) and scale > 0):
+        return alphas
+    return alphas * scale
 
 
 def check_cv_param(cv):

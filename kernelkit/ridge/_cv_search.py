@@ -182,6 +182,10 @@ SEARCH_DOC = f"""
         before the first kernel, then one line per kernel with its time and best score."""
 
 SEARCH_ATTRS = """
+    alphas_ : ndarray of shape (n_candidates, n_alphas)
+        The penalties scored for each candidate (rows in ``candidate_params_`` order,
+        aligned with ``scores_``): ``alphas`` itself in every row when an array,
+        ``"auto"``'s grid at each kernel's own scale otherwise.
     n_kernel_evaluations_ : int
         Kernels evaluated (and decomposed) by the search: one per grid point, or per
         gamma tried by ``gamma_search``.
@@ -257,13 +261,14 @@ def report_kernel(progress, k, candidate, scores):
 def fill_docs(classes):
     """Fill the CV estimators' docstring sections (kernel, search, calibration)."""
     from ..utils._classes import CALIBRATION_DOC
+    from ._cv_scoring import ALPHAS_DOC
     from ._kernel_ridge import _KERNEL_PARAMS_DOC
 
     names = "rbf, laplacian, matern, polynomial, linear, cosine, ntk, nngp"
     text = _KERNEL_PARAMS_DOC.format(names=names).strip()
     for cls in classes:
         doc = cls.__doc__.replace("{kernel}", text)
-        for key, value in (("{search}", SEARCH_DOC), ("{search_attrs}", SEARCH_ATTRS),
+        for key, value in (("{alphas}", ALPHAS_DOC), ("{search}", SEARCH_DOC), ("{search_attrs}", SEARCH_ATTRS),
                            ("{search_raises}", SEARCH_RAISES)):
             doc = doc.replace(key, value.strip())
         doc = doc.replace("{calibration}", CALIBRATION_DOC.replace("{", "{{").replace("}", "}}"))

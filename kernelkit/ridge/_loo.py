@@ -36,6 +36,50 @@ from ..utils._threads import blas_threads_for
 _ROUNDOFF = 10.0
 
 
+def roundoff_alphas(ridge, alphas, owner, default=False, warn=True):
+    """Which ``alphas`` lie below the round-off level of ``ridge``'s eigenvalues.
+
+    The level is ``10 n eps max(s)`` (``ridge.n``, ``ridge.top``: the largest eigenvalue
+    of the matrix it decomposed), the absolute error of a symmetric eigensolver: a penalty
+    below it is lost in the error of the small eigenvalues, and its cross-validation score
+    is not accurate. One rule for every decomposition the CV estimators score
+    (:class:`EigenRidge`, :class:`~kernelkit.ridge._primal.LinearEigen`,
+    :class:`~kernelkit.ridge._loo_nystrom.NystromRidge`).
+
+    Parameters
+    ----------
+    ridge : object with attributes ``n`` and ``top``
+    alphas : ndarray of shape (n_alphas,)
+    owner : str
+        The estimator's name, for the warning.
+    default : bool, default=False
+        ``alphas`` is the default grid, which the user did not choose: its points below
+        the level are dropped without a warning (all but the largest, should every one be
+        below; that one warns).
+    warn : bool, default=True
+        Warn about the points below the level that are kept.
+
+    Returns
+    -------
+    dropped : ndarray of bool, shape (n_alphas,)
+        The points not to score (only with ``default``).
+    """
+    alphas = np.asarray(alphas, dtype=np.float64)
+    floor = _ROUNDOFF * ridge.n * np.finfo(np.float64).eps * ridge.top
+    low = alphas < floor
+    dropped = low.copy() if default else np.zeros_like(low)
+    if dropped.all():
+        dropped[np.argmax(alphas)] = False
+    kept_low = low & ~dropped
+    if warn and kept_low.any():
+        warnings.warn(
+            f"{owner}: alphas {[float(a) for a in alphas[kept_low]]} are below "
+            f"{floor:.3g}, the round-off level of the kernel matrix's eigenvalues; their "
+            "cross-validation scores are not accurate. Use larger alphas.", RuntimeWarning,
+            stacklevel=4)
+    return dropped
+
+
 def weighted(K, Y, sw):
     """``(W^1/2 K W^1/2, W^1/2 Y)`` for ``sw = sqrt(w)`` (None: unchanged, no copy; ``K``
     None: only ``Y``)."""
@@ -64,6 +108,7 @@ class EigenRidge:
         with blas_threads_for(K.shape[0]):
             s, V = linalg.eigh(K, check_finite=False)
         self.s = np.maximum(s, 0.0)
+        self.top = float(self.s.max(initial=0.0))  # the largest eigenvalue (round-off floor)
         self.V = V
         self.VtY = V.T @ Y
         self.Vu = None if u is None else V.T @ u  # the intercept's column, eigenbasis
@@ -81,16 +126,6 @@ class EigenRidge:
         """``V^T c`` scaled: ``diag(1 / (s + alpha)) V^T (y - b u)``."""
         Z = self.VtY if self.Vu is None else self.VtY - np.outer(self.Vu, self.intercept(alpha))
         return Z / (self.s + alpha)[:, None]
-
-    def check_alphas(self, alphas, owner):
-        """Warn where an alpha is at the round-off level of the eigenvalues."""
-        floor = _ROUNDOFF * self.n * np.finfo(np.float64).eps * float(self.s.max(initial=0.0))
-        low = [a for a in alphas if a < floor]
-        if low:
-            warnings.warn(
-                f"{owner}: alphas {low} are below {floor:.3g}, the round-off level of the "
-                "kernel matrix's eigenvalues; their cross-validation scores are not "
-                "accurate. Use larger alphas.", RuntimeWarning, stacklevel=3)
 
     def dual(self, alpha):
         """``c = (K + alpha I)^-1 (Y - b u)``, shape (n, n_targets)."""

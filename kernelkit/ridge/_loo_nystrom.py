@@ -50,7 +50,6 @@ from scipy import linalg
 
 from .._config import get_config
 from ..utils._threads import blas_threads_for
-from ._loo import EigenRidge
 
 
 def row_block(n_cols, n_rows):
@@ -75,7 +74,8 @@ class NystromRidge:
     """Nyström kernel ridge (FALKON's estimator) for any ``alpha > 0`` from one pass.
 
     Same interface as :class:`~kernelkit.ridge._loo.EigenRidge` (``loo_residuals``,
-    ``gcv_residuals``, ``check_alphas``), so the CV estimators score either alike.
+    ``gcv_residuals``, ``n`` and ``top`` for
+    :func:`~kernelkit.ridge._loo.roundoff_alphas`), so the CV estimators score either alike.
 
     Parameters
     ----------
@@ -121,6 +121,7 @@ class NystromRidge:
                 B[r0:r1, :q] = B[r0:r1] @ M
         Q = B if q == r else B[:, :q]
         self.Q, self.s, self.n, self.TM = Q, s, n, T @ M
+        self.top = float(s.max(initial=0.0))
         self.QtY = M.T @ BtY
         self.R0 = Y - Q @ self.QtY  # projection residual: y - Q Q^T y
         self.lev0 = np.maximum(1.0 - np.einsum("ij,ij->i", Q, Q), 0.0)  # 1 - |Q_i|^2
@@ -158,8 +159,6 @@ class NystromRidge:
         step = row_block(self.TM.shape[0], len(rows))
         return np.vstack([self.predict(self.cross(rows[k:k + step]), alpha)
                           for k in range(0, len(rows), step)])
-
-    check_alphas = EigenRidge.check_alphas
 
     def _w(self, alpha):
         return alpha / (self.s + alpha)

@@ -26,8 +26,6 @@ predictions from it, only ``eps cond(C + alpha I)``.
 alpha, as scikit-learn's ``RidgeCV`` does in its ``n > p`` mode.
 """
 
-import warnings
-
 import numpy as np
 import scipy.sparse as sp
 from scipy import linalg
@@ -36,7 +34,6 @@ from ..utils._linalg import solve_ridge
 from ..utils._threads import blas_threads_for
 from ..utils._verbose import Progress, flops
 from ._intercept import bordered_inv_diag, split_joint
-from ._loo import _ROUNDOFF
 from ._ridge_proba import loo_decision
 
 BLOCK_ROWS = 4096  # rows of U formed at a time (the diagonal of G^-1, fitted rows)
@@ -202,7 +199,7 @@ class LinearEigen:
         self.X, self.sw = X, sw
         Xs = weighted_rows(X, sw)
         e, Q = _eigh(gram(Xs))
-        self.e_max = float(e.max(initial=0.0))
+        self.top = float(e.max(initial=0.0))  # K's largest eigenvalue (round-off floor)
         self.s, Qk = _kept(e, Q)  # s: the nonzero eigenvalues of K
         self.Q = Qk  # x^T Q: the coordinates of a row in the basis of U (times e^1/2)
         self.U = np.asarray(Xs @ Qk)
@@ -240,17 +237,6 @@ class LinearEigen:
             b = self.intercept(alpha)
             T, N = self.UtY - np.outer(self.Uu, b), self.R - np.outer(self.Ru, b)
         return T / (self.s + alpha)[:, None], N
-
-    def check_alphas(self, alphas, owner):
-        """Warn where an alpha is at the round-off level of the eigenvalues (the floor of
-        :meth:`~kernelkit.ridge._loo.EigenRidge.check_alphas`: the same kernel matrix)."""
-        floor = _ROUNDOFF * self.n * np.finfo(np.float64).eps * self.e_max
-        low = [a for a in alphas if a < floor]
-        if low:
-            warnings.warn(
-                f"{owner}: alphas {low} are below {floor:.3g}, the round-off level of the "
-                "kernel matrix's eigenvalues; their cross-validation scores are not "
-                "accurate. Use larger alphas.", RuntimeWarning, stacklevel=3)
 
     def dual(self, alpha):
         """``c = G^-1 (Y - b u)``, shape (n, n_targets)."""
