@@ -99,3 +99,35 @@ def test_wide_inputs_blockwise_equal_stored(params):
             assert_array_equal(got.coreset_indices_, ref.coreset_indices_)
             if not math.isnan(ref.mmd_):
                 assert_allclose(got.mmd_, ref.mmd_, rtol=1e-9)
+
+
+@pytest.mark.parametrize("d", [2, 24])
+@pytest.mark.parametrize("engine_name", ENGINES)
+def test_halving_keeping_its_triangle_equals_stored(d, engine_name, monkeypatch):
+    """A halving whose kernel matrix exceeds working_memory but whose lower triangle fits
+    keeps the triangle KT-SPLIT computes and KT-SWAP reads its rows: the same coreset and
+    MMD as with the stored matrix."""
+    from kernelkit.thinning import _loops, _loops_numba
+
+    module = _loops_numba if engine_name == "numba" else _loops
+    calls = []
+    real = module.refine_packed
+    monkeypatch.setattr(module, "refine_packed", lambda *a: calls.append(1) or real(*a))
+    X = np.random.default_rng(6).standard_normal((400, d))
+    kw = dict(gamma=0.5 / d, m=1, random_state=3, backend=engine_name)
+    ref = KernelThinning(**kw).fit(X)
+    assert not calls
+    with kernelkit.config_context(working_memory=0.7):  # 1.28 MB matrix, 0.64 MB triangle
+        got = KernelThinning(**kw).fit(X)
+    assert calls == [1]
+    assert_array_equal(got.coreset_indices_, ref.coreset_indices_)
+    assert_allclose(got.mmd_, ref.mmd_, rtol=1e-9)
+    # and in Compress++'s halvings (g = 4, quarters of 2,000 points, each one halving)
+    X = np.random.default_rng(7).standard_normal((8000, 2))
+    kw = dict(gamma=0.25, compress="compress++", random_state=0, backend=engine_name)
+    ref = KernelThinning(**kw).fit(X).coreset_indices_
+    assert len(calls) == 1
+    with kernelkit.config_context(working_memory=20):  # 32 MB matrix, 16 MB triangle
+        got = KernelThinning(**kw).fit(X).coreset_indices_
+    assert len(calls) == 5
+    assert_array_equal(got, ref)

@@ -45,12 +45,14 @@ def _refine(engine, stat, rows, row_index, base, full, coreset, t0, t1, counts, 
                                        gamma, Xc, np.ascontiguousarray(Xc.T))
 
 
-def _split_one(pool, engine, P, uniforms, log_mult, acc, wb, budget):
+def _split_one(pool, engine, P, uniforms, log_mult, acc, wb, budget, tri=None):
     """KT-SPLIT halving of the sequence ``P`` (local indices): the +1/-1 child signs.
 
     Reads a stored kernel matrix in place; otherwise computes the kernel rows of the
     pairs against the earlier positions, in blocks of at most ``budget`` bytes. ``acc``
-    and ``wb``: see :meth:`ArrayBackend.kt_split_chunk`.
+    and ``wb``: see :meth:`ArrayBackend.kt_split_chunk`. ``tri`` (row blocks only, ``P``
+    the whole pool in order): receives the lower triangle of the pool's kernel matrix,
+    row by row (see :func:`._loops.packed_row`), which the blocks compute anyway.
     """
     s = len(P)
     pairs = s // 2
@@ -69,6 +71,9 @@ def _split_one(pool, engine, P, uniforms, log_mult, acc, wb, budget):
         if kmat is None:
             kmat = pool.block(P[2 * i0:2 * i1], P[:2 * i1], key="split")
             ri = np.arange(2 * (i1 - i0), dtype=np.int64)
+            if tri is not None:
+                for p in range(2 * i0, 2 * i1):
+                    tri[p * (p + 1) // 2:(p + 1) * (p + 2) // 2] = kmat[p - 2 * i0, :p + 1]
         status = _loops(engine).split_chunk(kmat, ri, ci, i0, i1, sign, uniforms, state,
                                             float(log_mult),
                                        acc, wb)
@@ -80,7 +85,7 @@ def _split_one(pool, engine, P, uniforms, log_mult, acc, wb, budget):
     return sign
 
 
-def _kt_split(split, engine, seq_split, m, delta, uniforms, acc, wb, budget):
+def _kt_split(split, engine, seq_split, m, delta, uniforms, acc, wb, budget, tri=None):
     """KT-SPLIT [KT, Alg. 1a]: the ``2^m`` candidate coresets of ``seq_split`` (in order).
 
     Level by level: the halving of one coreset reads only its own points, so this order
@@ -99,7 +104,7 @@ def _kt_split(split, engine, seq_split, m, delta, uniforms, acc, wb, budget):
         for ell, P in enumerate(parents):
             u = uniforms[j - 1, ell * (s // 2):(ell + 1) * (s // 2)]
             sign = _split_one(split, engine, P, u, log_mult, acc if j == 1 else acc[:0], wb,
-                              budget)
+                              budget, tri if j == 1 else None)
             children += [P[sign > 0], P[sign < 0]]
         parents = children
     return parents
@@ -133,6 +138,7 @@ def _kt(split, swap, engine, seq, m, delta, rng, budget, *, weights=None, unique
         MMD under the swap kernel between the target measure and the coreset (equal weights).
     """
     n = swap.n
+    everything = np.arange(n)
     n_seq = len(seq)
     q = n_seq >> m
     n_split = q << m
@@ -156,10 +162,16 @@ def _kt(split, swap, engine, seq, m, delta, rng, budget, *, weights=None, unique
     wb = np.zeros(n_split)
     if halving:
         wb[baseline_pos] = 1.0
-    parents = _kt_split(split, engine, seq_split, m, delta, uniforms, acc, wb, budget)
+    # a halving whose kernel matrix does not fit the budget but its lower triangle does keeps
+    # the triangle that KT-SPLIT's row blocks compute: KT-SWAP then reads rows instead of
+    # computing one per swapped-in point (O(n d) each; about 40% of the points swap)
+    tri = None
+    if (halving and split.K is None and 4 * n * (n + 1) <= budget
+            and np.array_equal(seq_split, everything)):
+        tri = np.empty(n * (n + 1) // 2)
+    parents = _kt_split(split, engine, seq_split, m, delta, uniforms, acc, wb, budget, tri)
 
     # target measure: meanK[y] = sum_i w_i k(y, x_i)
-    everything = np.arange(n)
     if weights is None:
         if use_acc:
             tot = np.zeros(n)
@@ -203,6 +215,9 @@ def _kt(split, swap, engine, seq, m, delta, rng, budget, *, weights=None, unique
     counts = np.bincount(Q, minlength=n).astype(np.int64)
     if swap.K is not None:
         _refine(engine, stat, swap.K, Q.copy(), 0, True, Q, 0, q, counts, unique, scale, tol)
+    elif tri is not None:
+        _loops(engine).refine_packed(stat, tri, Q, counts, bool(unique), float(scale),
+                                     float(tol))
     else:
         spec, points = swap.single()
         per = max(1, budget // (8 * n))

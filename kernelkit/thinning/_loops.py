@@ -181,3 +181,26 @@ def refine_steps(stat, rows, row_index, base, full, coreset, t0, t1, counts, uni
             continue
         return t, y
     return t1, -1
+
+
+def packed_row(tri, i, n):
+    """Row ``i`` of the symmetric ``n x n`` matrix whose lower triangle ``tri`` holds
+    row by row (``K[i, j]``, ``j <= i``, at ``i (i + 1) / 2 + j``)."""
+    j = np.arange(i + 1, n)
+    return np.concatenate([tri[i * (i + 1) // 2:(i + 1) * (i + 2) // 2], tri[j * (j + 1) // 2 + i]])
+
+
+def refine_packed(stat, tri, coreset, counts, unique, scale, tol):
+    """:func:`refine_steps` over every slot, with the pool's kernel matrix held as its
+    lower triangle ``tri`` (see :func:`packed_row`): the same steps and tie rules."""
+    n = stat.shape[0]
+    for t in range(coreset.shape[0]):
+        c = int(coreset[t])
+        stat -= scale * packed_row(tri, c, n)
+        counts[c] -= 1
+        masked = np.where(counts == 0, stat, np.inf) if unique else stat
+        low = masked.min()
+        y = int(np.argmax(masked <= low + tol)) if low < stat[c] - tol else c
+        counts[y] += 1
+        coreset[t] = y
+        stat += scale * packed_row(tri, y, n)

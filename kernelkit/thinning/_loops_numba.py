@@ -145,3 +145,37 @@ def refine_steps(stat, rows, row_index, base, full, coreset, t0, t1, counts, uni
             continue
         return t, y
     return t1, -1
+
+
+@nb.njit(cache=True, nogil=True)
+def _add_packed_row(stat, tri, i, w):
+    """``stat += w * K[i]`` for the matrix held as its lower triangle ``tri``."""
+    n = stat.shape[0]
+    o = i * (i + 1) // 2
+    for j in range(i + 1):
+        stat[j] += w * tri[o + j]
+    for j in range(i + 1, n):
+        stat[j] += w * tri[j * (j + 1) // 2 + i]
+
+
+@nb.njit(cache=True, nogil=True)
+def refine_packed(stat, tri, coreset, counts, unique, scale, tol):
+    """Compiled :func:`kernelkit.thinning._loops.refine_packed`."""
+    n = stat.shape[0]
+    for t in range(coreset.shape[0]):
+        c = coreset[t]
+        _add_packed_row(stat, tri, c, -scale)
+        counts[c] -= 1
+        low = np.inf
+        for j in range(n):
+            if (not unique or counts[j] == 0) and stat[j] < low:
+                low = stat[j]
+        y = c
+        if low < stat[c] - tol:  # the first point within tol of the minimum
+            for j in range(n):
+                if (not unique or counts[j] == 0) and stat[j] <= low + tol:
+                    y = j
+                    break
+        counts[y] += 1
+        coreset[t] = y
+        _add_packed_row(stat, tri, y, scale)
