@@ -160,8 +160,10 @@ class KernelThinning(ArrayAPIMixin, BaseEstimator):
     the resampled points). Points of zero weight are left out entirely.
 
     Memory and speed: the kernel matrix of a halving is stored when it fits in
-    ``working_memory`` (:func:`kernelkit.set_config`); otherwise it is computed in row
-    blocks of that size, so memory stays ``O(n d + working_memory)``. Power kernels
+    ``working_memory`` (:func:`kernelkit.set_config`), else its lower triangle when that
+    fits (a single halving, as in Compress); otherwise it is computed in row blocks of
+    that size and KT-SWAP computes the row of each point it swaps in, so memory stays
+    ``O(n d + working_memory)``. Power kernels
     without a closed form (Matérn of smoothness other than 1/2, 3/2, 5/2; powers of the
     Laplacian) are evaluated on the host with SciPy's Bessel functions, several times
     slower than the closed-form kernels.
