@@ -44,7 +44,9 @@ class _ThinKernel:
 
     def _finite(self, a):
         """Every kernel value is checked where it is produced (the loops never see NaN)."""
-        if not np.all(np.isfinite(a)):
+        # a sum is finite when every value is (one pass, no temporary); only a sum that
+        # is not (NaN/inf, or an overflow of finite values) needs the element-wise check
+        if not np.isfinite(np.sum(a)) and not np.all(np.isfinite(a)):
             what = self.label or self.terms
             raise ValueError(f"the kernel {what} produced NaN or infinite values on these "
                              "inputs; check its parameters (e.g. a fractional polynomial "
