@@ -5,6 +5,7 @@ import numpy as np
 from scipy import linalg
 from scipy.linalg import lapack
 
+from ..utils._potrf import potrf
 from ..utils._validation import check_kernel_matrix
 from ._common import _check_dense_size, _check_gamma_reg, _kernel_eval_from_args
 from ._dictionary import _blas_for
@@ -79,7 +80,8 @@ def _exact_from_matrix(A, n, gamma_reg, kern):
     A.flat[:: n + 1] += gamma_reg
     # A is symmetric: factor its C-ordered buffer as the Fortran transpose (same matrix)
     F = A.T if A.flags.c_contiguous else A
-    L, info = lapack.dpotrf(F, lower=1, overwrite_a=1, clean=1)
+    info = potrf(F, lower=True, clean=True)
+    L = F
     if info != 0:
         raise ValueError("the kernel matrix plus gamma_reg * I is not positive definite: the "
                          "kernel is not positive semi-definite; check the kernel and its "

@@ -15,9 +15,10 @@ import contextlib
 import warnings
 
 import numpy as np
-from scipy.linalg import blas, lapack
+from scipy.linalg import lapack
 
 from ..utils._linalg import solve_ridge
+from ..utils._potrf import potrf, syrk_upper
 from ..utils._threads import blas_threads_for
 
 _BLOCK = 256  # columns per pass of the in-place triangle work (D x 256 temporaries)
@@ -38,7 +39,7 @@ def add_rows(G, Z, w, overwrite_z=False):
     else:
         Z = np.ascontiguousarray(Z * np.sqrt(w)[:, None], dtype=np.float64)
     with blas_threads_for(G.shape[0]):
-        blas.dsyrk(1.0, Z.T, beta=1.0, c=G, trans=0, lower=0, overwrite_c=1)
+        syrk_upper(G, Z)
 
 
 def symmetrize(G):
@@ -133,7 +134,7 @@ def factored(G, alpha):
     ok = False
     try:
         with blas_threads_for(D):
-            _, info = lapack.dpotrf(G, lower=0, clean=0, overwrite_a=1)
+            info = potrf(G, lower=False)
         if info == 0:
             rcond, info = lapack.dpocon(G, anorm, uplo="U")
             ok = info == 0 and rcond > D * np.finfo(np.float64).eps

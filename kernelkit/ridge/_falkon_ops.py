@@ -9,6 +9,7 @@ estimators are in :mod:`kernelkit.ridge._falkon`.
 import numpy as np
 from scipy.linalg import blas, lapack
 
+from ..utils._potrf import dsyrk_guard, potrf
 from ..utils._threads import map_row_blocks
 from ._pcg import _PATIENCE, column_sq_norms, conjugate_gradient, held_dtype, held_kernel
 
@@ -366,7 +367,7 @@ class _FalkonPreconditioner:
 
     def __init__(self, F, w, n):
         self.F, self.m = F, F.shape[0]
-        self.potrf, self.lauum = lapack.get_lapack_funcs(("potrf", "lauum"), (F,))
+        self.lauum = lapack.get_lapack_funcs("lauum", (F,))
         self.trsm = blas.get_blas_funcs("trsm", (F,))
         self.scale = np.sqrt(np.asarray(w, np.float64) / n).astype(F.dtype)
         diag0 = np.diag(F).copy()
@@ -383,7 +384,7 @@ class _FalkonPreconditioner:
             if attempt:  # potrf stopped part-way: restore K_MM from its lower triangle
                 _mirror_upper(F, lo=False)
             F.flat[:: self.m + 1] = diag0 + jitter
-            _, info = self.potrf(F, lower=0, clean=0, overwrite_a=1)
+            info = potrf(F, lower=False)
             if info == 0:
                 break
             if info < 0:
@@ -406,13 +407,14 @@ class _FalkonPreconditioner:
             # M^3/3 flops, in place in the lower triangle
             _mirror_upper(F, lo=True, d=self.scale)
             F.flat[:: m + 1] = self.tdiag * self.scale
-            _, info = self.lauum(F, lower=1, overwrite_c=1)
+            with dsyrk_guard(m, F.dtype):
+                _, info = self.lauum(F, lower=1, overwrite_c=1)
             if info != 0:
                 raise ValueError(f"LAPACK lauum failed (info={info}) on the centers' Cholesky "
                                  "factor.")
             base = np.diag(F).copy()
             F.flat[:: m + 1] = base + (lam + jitter)
-            _, info = self.potrf(F, lower=1, clean=0, overwrite_a=1)
+            info = potrf(F, lower=True)
             if info == 0:
                 self.adiag = np.diag(F).copy()
                 self._diag = "A"

@@ -18,6 +18,7 @@ from scipy.special import log_ndtr, logsumexp
 from sklearn.utils.validation import validate_data
 
 from .._config import get_config
+from ..utils._potrf import potrf
 from ..utils._threads import blas_threads_for
 
 __all__ = ["ridge_predict_moments"]
@@ -172,8 +173,9 @@ class _Whitener:
         self.sw = sw
         with blas_threads_for(n):
             try:  # A is symmetric: its transpose is the Fortran-ordered matrix, factored in place
-                self.L = linalg.cholesky(A.T, lower=True, overwrite_a=True, check_finite=False)
-                self.F = None
+                if potrf(A.T, lower=True):
+                    raise linalg.LinAlgError("not positive definite")
+                self.L, self.F = A.T, None  # solve_triangular reads its lower triangle only
                 return
             except linalg.LinAlgError:
                 pass

@@ -6,6 +6,7 @@ import numpy as np
 from scipy import linalg
 from scipy.linalg import lapack
 
+from ._potrf import potrf
 from ._threads import blas_threads_for
 
 
@@ -90,7 +91,9 @@ def _solve_ridge(K, Y, alpha, return_inv_diag=False, overwrite_k=False, psd=Fals
             s = s if scaled else np.ones(n)
             anorm = float(lapack.dlange("1", Af))  # 1-norm, for the condition estimate
             try:
-                factor = linalg.cho_factor(Af, overwrite_a=True, check_finite=False)
+                if potrf(Af, lower=False):  # cho_factor's upper factor, in place
+                    raise linalg.LinAlgError("not positive definite")
+                factor = (Af, False)
                 if _well_conditioned(factor, anorm, a0 * float(np.min(s * s)), n, psd):
                     sY = s if Y.ndim == 1 else s[:, None]
                     C = sY * linalg.cho_solve(factor, sY * Y, check_finite=False)
