@@ -5,6 +5,7 @@ without the row, and with every row a center equal exact kernel ridge's closed f
 import numpy as np
 import pytest
 from scipy import linalg
+from sklearn.datasets import load_digits
 
 import kernelkit.ridge._falkon_loo as fk
 from kernelkit.kernels import RBF
@@ -189,3 +190,17 @@ def test_logistic_multiclass_or_costly_keeps_its_own_probabilities(monkeypatch):
     d = clf.decision_function(X)
     np.testing.assert_allclose(clf.predict_proba(X)[:, 1], 1.0 / (1.0 + np.exp(-d)),
                                rtol=1e-12)
+
+
+def test_array_centers_that_are_rows_calibrate_as_drawn_ones():
+    # the same model from centers given as an array (a search's refit, a user's rows):
+    # its calibration leaves the same center rows out, so the probabilities are equal
+    X, y = load_digits(return_X_y=True)
+    keep = np.isin(y, [3, 8])
+    X, y = X[keep][::2], y[keep][::2]
+    f = FalkonClassifier(alpha=1e-3, n_centers=60, random_state=0).fit(X, y)
+    g = FalkonClassifier(alpha=1e-3, centers=f.centers_, random_state=0).fit(X, y)
+    assert g.center_indices_ is None
+    np.testing.assert_allclose(g.decision_function(X), f.decision_function(X), rtol=1e-8,
+                               atol=1e-10)
+    np.testing.assert_allclose(g.calibration_slopes_, f.calibration_slopes_, rtol=1e-8)

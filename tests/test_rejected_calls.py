@@ -46,15 +46,20 @@ _G = {"gamma": 0.5, "random_state": 0}
 # name: (factory, kind of y / read-back, a bad parameter, flags: w sample_weight, p partial_fit,
 # n no kernel parameter, x no engine kernel blocks (random features: their own maps))
 STATE_SPECS = {
-    "KernelRidge": (lambda: kk.KernelRidge(gamma=0.5), "reg", ("alpha", -1.0), "w"),
-    "KernelRidgeClassifier": (lambda: kk.KernelRidgeClassifier(gamma=0.5), "clf",
+    "KernelRidge": (lambda: kk.KernelRidge(kernel="rbf", gamma=0.5), "reg", ("alpha", -1.0),
+                    "w"),
+    "KernelRidgeClassifier": (lambda: kk.KernelRidgeClassifier(kernel="rbf", gamma=0.5), "clf",
                               ("alpha", -1.0), "w"),
+    # the default linear kernel with n >= 2 d: the primal solve (no kernel blocks)
+    "KernelRidge-primal": (kk.KernelRidge, "reg", ("alpha", -1.0), "wnx"),
+    "KernelRidgeClassifier-primal": (kk.KernelRidgeClassifier, "clf", ("alpha", -1.0), "wnx"),
     "KernelRidgeCV": (lambda: kk.KernelRidgeCV(alphas=(0.01, 1.0), kernel="rbf", gamma=0.5),
                       "reg", ("alphas", (-1.0,)), "w"),
     "KernelRidgeClassifierCV": (lambda: kk.KernelRidgeClassifierCV(alphas=(0.01, 1.0),
                                                                    kernel="rbf", gamma=0.5),
                                 "clf", ("alphas", (-1.0,)), "w"),
-    "KernelRidge-intercept": (lambda: kk.KernelRidge(gamma=0.5, fit_intercept=True), "reg",
+    "KernelRidge-intercept": (lambda: kk.KernelRidge(kernel="rbf", gamma=0.5, fit_intercept=True),
+                              "reg",
                               ("fit_intercept", "yes"), "w"),
     "KernelRidgeClassifier-intercept": (lambda: kk.KernelRidgeClassifier(
         kernel="rbf", gamma=0.5, fit_intercept=True), "clf", ("fit_intercept", 1), "w"),

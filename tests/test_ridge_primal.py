@@ -260,3 +260,16 @@ def test_cv_primal_tiny_alpha_rank_deficient_equals_refits():
     fit = KernelRidge(alpha=1e-8, fit_intercept=True).fit(X, y)
     assert_allclose(fit.predict(X), Ridge(alpha=1e-8, solver="svd").fit(X, y).predict(X),
                     rtol=1e-10, atol=1e-12)
+
+
+def test_primal_refuses_an_overflowing_gram_as_the_dual_does():
+    # |x| ~ 1e154: X^T X overflows float64; the primal path must not predict zeros
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(50, 3)) * 1e154, rng.normal(size=50)
+    for est, target in ((KernelRidge(alpha=1.0), y), (KernelRidgeClassifier(), y > 0),
+                        (KernelRidgeCV(), y)):
+        with pytest.raises(ValueError, match="too large in magnitude"):
+            est.fit(X, target)
+        assert not hasattr(est, "dual_coef_")
+    with pytest.raises(ValueError, match="too large in magnitude"):
+        KernelRidge(alpha=1.0, solver="cholesky").fit(X, y)

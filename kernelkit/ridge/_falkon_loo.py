@@ -187,6 +187,17 @@ def loo_rows(n, idx, w, rng):
     return pool if len(pool) <= _LOO_ROWS else np.sort(rng.choice(pool, _LOO_ROWS, False))
 
 
+def center_rows(X, C, idx):
+    """The rows of ``X`` that are centers: ``idx`` where the centers were drawn from the
+    rows, else the rows equal to a given center (a search's or the user's array of
+    rows), found by hashing."""
+    if idx is not None:
+        return idx
+    keys = {row.tobytes() for row in np.ascontiguousarray(C, dtype=np.float64)}
+    Xc = np.ascontiguousarray(X, dtype=np.float64)
+    return np.flatnonzero([row.tobytes() in keys for row in Xc])
+
+
 def loo_values(normal, op, X, C, coef, Y, w, alpha, rng, idx=None):
     """Nyström leave-one-out values (:mod:`kernelkit.ridge._falkon_loo`) at the rows of
     :func:`loo_rows` (``idx``: the centers' rows, or None when the centers are given)."""
@@ -200,7 +211,7 @@ def loo_values(normal, op, X, C, coef, Y, w, alpha, rng, idx=None):
             return normal.KnM[rows].astype(np.float64, copy=False)
         return op.block_host(X[rows], C)
 
-    rows = loo_rows(n, idx, w, rng)
+    rows = loo_rows(n, center_rows(X, C, idx), w, rng)
     Y2, B = Y.reshape(n, -1), coef.reshape(len(C), -1)
     K_mm = np.array(_fortran_gram(op, C))
     alphas = np.broadcast_to(np.asarray(alpha, np.float64), (Y2.shape[1],))
@@ -238,7 +249,7 @@ def logistic_loo_values(est, X, Y, w, rng):
     t = Y[:, 0] * F  # y_i f_i, y = +-1: the loss log(1 + exp(-t))
     curv = wt * expit(t) * expit(-t)
     grad = (-wt * Y[:, 0] * expit(-t))[:, None]
-    rows = loo_rows(n, idx, w, rng)
+    rows = loo_rows(n, center_rows(X, C, idx), w, rng)
 
     def block(a, b=None):
         return op.block_host(X[slice(a, b) if b is not None else a], C)
@@ -270,7 +281,8 @@ def holdout_values(est, normal, pre, op, X, C, idx, lam, coef, Y, sw, rng, tol, 
     rng = split_rng(est.random_state, rng)
     frac = min(HOLDOUT_FRACTION, _HOLDOUT_ROWS / n)
     live = np.ones(n) if sw is None else sw
-    if idx is not None:  # centers stay in: a center without its own row (little else
+    idx = center_rows(X, C, idx)
+    if len(idx):  # centers stay in: a center without its own row (little else
         live = live.copy()  # supports it in many dimensions) leaves a direction held
         live[idx] = 0.0  # by alpha alone, and CG slow (26 steps, not 9, at n=1000)
     held = calibration_split(est._y_idx, live, rng, frac)

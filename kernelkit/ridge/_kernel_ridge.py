@@ -302,7 +302,8 @@ _COMMON_DOC = """
         floats beyond ``X``), the same model and the same ``dual_coef_``
         (``W (y - X w - b) / alpha``), predictions in ``O(d)`` per row. PCG when the
         float64 ``K`` does not fit ``cache_size`` (a ValueError when not even the
-        float32 one does: see ``cache_size``). While PCG runs, its observed convergence is
+        one PCG holds does: float32 from ``tol = 1e-6`` up, float64 below; see
+        ``cache_size``). While PCG runs, its observed convergence is
         checked against the cost of starting over with Cholesky, which it switches
         to when that is cheaper (``solver_`` then says ``"cholesky"`` and the
         result is exactly that solver's).

@@ -62,11 +62,17 @@ def weighted_rows(X, sw):
 
 def gram(Xs):
     """``Xs^T Xs`` as a dense float64 ``d x d`` matrix."""
-    if sp.issparse(Xs):
-        return np.asarray((Xs.T @ Xs).toarray(), dtype=np.float64)
-    n, d = Xs.shape
-    with blas_threads_for(round((n * d * d) ** (1.0 / 3.0))):  # the order of as many flops
-        return Xs.T @ Xs
+    with np.errstate(over="ignore"):  # an overflow is the ValueError below, not a warning
+        if sp.issparse(Xs):
+            C = np.asarray((Xs.T @ Xs).toarray(), dtype=np.float64)
+        else:
+            n, d = Xs.shape
+            with blas_threads_for(round((n * d * d) ** (1.0 / 3.0))):  # as many flops' order
+                C = Xs.T @ Xs
+    if not np.all(np.isfinite(C)):  # as the kernel engines' check of the squared norms
+        raise ValueError("X has values too large in magnitude for float64 kernel arithmetic "
+                         "(X^T X overflows); rescale it.")
+    return C
 
 
 def _eigh(C):
