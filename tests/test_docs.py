@@ -205,9 +205,7 @@ def _documents():
 
 # Pages whose figures another change is bringing in line with RESULTS.md (the test
 # reports them as expected failures until then; remove the entry once they pass).
-_BEING_FIXED = {
-    "thinning.rst": "table cells rounded from RESULTS.md (27.8, 35, 43 for 27.75, 35.38, 42.70)",
-}
+_BEING_FIXED = {}  # page -> why its figures are known not to match yet
 
 
 @pytest.mark.parametrize("page", [
