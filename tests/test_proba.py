@@ -269,8 +269,10 @@ def test_calibration_none_removes_predict_proba(name):
     X, y = _data(9)
     clf.fit(X, y)
     assert clf.calibration_temperature_ is None and clf.calibration_slopes_ is None
-    with pytest.raises(AttributeError):
+    with pytest.raises(AttributeError) as err:
         clf.predict_proba(X)
+    # the cause names the switch, as SVC's names probability=False
+    assert "not available when calibration=None" in str(err.value.__cause__)
     with pytest.raises(ValueError, match="calibration"):
         FACTORIES[name](calibration="isotonic").fit(X, y)
 

@@ -43,9 +43,20 @@ CALIBRATION_ATTR_DOC = """calibration_temperature_ : float or None
         classes or ``calibration=None``."""
 
 
-def _calibration_on(est):
+def calibration_enabled(est):
     c = getattr(est, "calibration", None)  # a classifier without the parameter has none
     return not (c is None or c is False)
+
+
+def _calibration_on(est):
+    """True, or an AttributeError saying why there are no probabilities (scikit-learn's
+    ``available_if`` chains it as the cause of its own "has no attribute", as SVC's
+    ``probability=False``)."""
+    if not calibration_enabled(est):
+        c = getattr(est, "calibration", None)
+        raise AttributeError(f"predict_proba is not available when calibration={c!r}; "
+                             "fit with calibration='auto' for calibrated probabilities.")
+    return True
 
 
 class OneVsAllClassifierMixin(ClassifierMixin):
@@ -108,7 +119,7 @@ class OneVsAllClassifierMixin(ClassifierMixin):
         resolve to the first tied class, so ``argmax(predict_proba) == predict``
         holds on every row."""
         beta, slopes = self._calibration_map()
-        if beta is not None and _calibration_on(self) and np.all(np.isfinite(scores)):
+        if beta is not None and calibration_enabled(self) and np.all(np.isfinite(scores)):
             return np.exp(predict_log_proba_from(scores, beta, slopes)).argmax(axis=1)
         return (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
 
