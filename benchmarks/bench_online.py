@@ -167,6 +167,15 @@ def timed(fn):
 
 
 # ----------------------------------------------------------------------------- streams
+DEFAULTS_ROW = "KONS defaults (the stream's kernel only)"
+DEFAULTS_GOAL = 1.15  # the defaults' error at most this times the tuned sketched row's
+
+
+def _kernel_only(kons_params):
+    """The stream's kernel (``kernel`` / ``gamma``), every other parameter at its default."""
+    return {k: v for k, v in kons_params.items() if k in ("kernel", "gamma")}
+
+
 def classification_stream(name, X, y, cfg, kons_params, rbf_gamma, quick):
     from sklearn.kernel_approximation import Nystroem, RBFSampler
     from sklearn.linear_model import SGDClassifier
@@ -187,6 +196,9 @@ def classification_stream(name, X, y, cfg, kons_params, rbf_gamma, quick):
         F, secs = timed(lambda est=est: est.partial_fit_decision_function(X, y, classes=classes))
         F = F.reshape(len(y), -1)
         add(f"KONS {method}", _labels(F, classes), secs, n_atoms=est.n_atoms_)
+    est = KONSClassifier(random_state=0, **_kernel_only(kons_params))
+    F, secs = timed(lambda: est.partial_fit_decision_function(X, y, classes=classes))
+    add(DEFAULTS_ROW, _labels(F.reshape(len(y), -1), classes), secs, n_atoms=est.n_atoms_)
     n_exact = min(len(y), cfg["exact_n"])
     est = KONSClassifier(method="kons", **{k: v for k, v in kons_params.items()
                                             if k != "max_atoms"})
@@ -269,6 +281,9 @@ def regression_stream(name, X, y, cfg, kons_params, rbf_gamma, forgetting_runs=(
         tag = f"KONS {method}" + (f" forgetting={extra['forgetting']}, memory="
                                   f"{extra['memory']}" if extra else "")
         add(tag, pred, secs, n_atoms=est.n_atoms_)
+    est = KONSRegressor(random_state=0, **_kernel_only(kons_params))
+    pred, secs = timed(lambda: est.partial_fit_predict(X, y))
+    add(DEFAULTS_ROW, pred, secs, n_atoms=est.n_atoms_)
     nys = Nystroem(gamma=rbf_gamma, n_components=min(500, len(y)), random_state=0)
     Zn, secs_n = timed(lambda: nys.fit(X[:500]).transform(X))
     cpu_n = CPU["s"]
@@ -410,6 +425,11 @@ def render(res):
             notes = ", ".join(f"{k}={v}" for k, v in r.items()
                               if k not in ("method", metric, "seconds"))
             lines.append(f"| {r['method']} | {r[metric]:.4f} | {r['seconds']:.1f} | {notes} |")
+        by = {r["method"]: r[metric] for r in s["rows"]}
+        if DEFAULTS_ROW in by:
+            ratio = by[DEFAULTS_ROW] / by["KONS sketched"]
+            lines += ["", f"Defaults / tuned sketched: {ratio:.3f} (goal: at most "
+                      f"{DEFAULTS_GOAL:.2f}, {'met' if ratio <= DEFAULTS_GOAL else '**missed**'})."]
         lines.append("")
     lines += ["**Per-sample `partial_fit` (one sample per call, Fashion-MNIST rows, median of "
               "5 x calls; wall and CPU ms per call)**", "",
