@@ -11,20 +11,9 @@ import kernelkit.ridge._falkon_loo as fk
 from kernelkit.kernels import RBF
 from kernelkit.ridge import FalkonClassifier, FalkonRegressor
 from kernelkit.utils._calibration import fit_calibration
+from test_ridge_proba import _data, _pm1  # tests/ is on sys.path (rootdir)
 
 GAMMA = 0.5
-
-
-def _data(n, k, seed=0):
-    rng = np.random.RandomState(seed)
-    X = rng.randn(n, 2)
-    y = np.digitize(X[:, 0] + 0.7 * rng.randn(n), np.linspace(-0.6, 0.6, k - 1))
-    return X, y, rng.uniform(0.2, 3.0, n)
-
-
-def _pm1(y, classes):
-    Y = np.where(y[:, None] == classes[None, :], 1.0, -1.0)
-    return Y[:, 1:] if len(classes) == 2 else Y
 
 
 def _oos(clf, X, y, w):

@@ -114,16 +114,7 @@ def refine_steps(stat, rows, row_index, base, full, coreset, t0, t1, counts, uni
         for j in range(n):
             stat[j] -= scale * rows[rc, j]
         counts[c] -= 1
-        low = np.inf
-        for j in range(n):
-            if (not unique or counts[j] == 0) and stat[j] < low:
-                low = stat[j]
-        y = c
-        if low < stat[c] - tol:  # the first point within tol of the minimum
-            for j in range(n):
-                if (not unique or counts[j] == 0) and stat[j] <= low + tol:
-                    y = j
-                    break
+        y = _swap_target(stat, counts, unique, c, tol)
         counts[y] += 1
         if y == c:
             for j in range(n):
@@ -148,6 +139,22 @@ def refine_steps(stat, rows, row_index, base, full, coreset, t0, t1, counts, uni
 
 
 @nb.njit(cache=True, nogil=True)
+def _swap_target(stat, counts, unique, c, tol):
+    """KT-SWAP's choice for the slot of ``c``: the first point within ``tol`` of the
+    smallest statistic (among those not in the coreset when ``unique``), else ``c``."""
+    n = stat.shape[0]
+    low = np.inf
+    for j in range(n):
+        if (not unique or counts[j] == 0) and stat[j] < low:
+            low = stat[j]
+    if low < stat[c] - tol:
+        for j in range(n):
+            if (not unique or counts[j] == 0) and stat[j] <= low + tol:
+                return j
+    return c
+
+
+@nb.njit(cache=True, nogil=True)
 def _add_packed_row(stat, tri, i, w):
     """``stat += w * K[i]`` for the matrix held as its lower triangle ``tri``."""
     n = stat.shape[0]
@@ -166,16 +173,7 @@ def refine_packed(stat, tri, coreset, counts, unique, scale, tol):
         c = coreset[t]
         _add_packed_row(stat, tri, c, -scale)
         counts[c] -= 1
-        low = np.inf
-        for j in range(n):
-            if (not unique or counts[j] == 0) and stat[j] < low:
-                low = stat[j]
-        y = c
-        if low < stat[c] - tol:  # the first point within tol of the minimum
-            for j in range(n):
-                if (not unique or counts[j] == 0) and stat[j] <= low + tol:
-                    y = j
-                    break
+        y = _swap_target(stat, counts, unique, c, tol)
         counts[y] += 1
         coreset[t] = y
         _add_packed_row(stat, tri, y, scale)
