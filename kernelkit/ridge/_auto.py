@@ -21,8 +21,10 @@ for PCG, from the same float64 arithmetic), so that cost cancels; what is weighe
   ``lam + ||K - F F^T||`` over ``mu``, with ``||K - F F^T|| ~ lam``), and
   ``t = 3.7 kappa^0.09 ln(2 / tol)``, a minimax fit of the iteration counts on
   Fashion-MNIST (n 3,000-5,000, gamma 0.01-0.05, alpha 1e-4-1e-1, nine cells with the
-  rank cap n / 8: every count within a factor 1.62; the earlier ``2 kappa^0.23`` was
-  off by up to 3.1x): CG converges far faster than the ``sqrt(kappa)`` worst case on
+  rank cap n / 8: every count within a factor 1.62 then; on the 16 cells of
+  ``python benchmarks/bench_ridge.py --parts i`` the estimate is 0.57-1.62 times the
+  count, overestimates at most 1.62; the earlier ``2 kappa^0.23`` was off by up to
+  3.1x): CG converges far faster than the ``sqrt(kappa)`` worst case on
   kernel spectra, fastest where the spectrum left after the sketch is flat
   (gamma 0.05: 42-63 iterations at kappa 600-9,000; gamma 0.01: 97-121 at 280-2,800).
 
