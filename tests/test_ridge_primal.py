@@ -273,3 +273,16 @@ def test_primal_refuses_an_overflowing_gram_as_the_dual_does():
         assert not hasattr(est, "dual_coef_")
     with pytest.raises(ValueError, match="too large in magnitude"):
         KernelRidge(alpha=1.0, solver="cholesky").fit(X, y)
+
+
+def test_auto_grid_refuses_a_kernel_scale_that_underflows():
+    # |x| ~ 1e-160: the linear kernel's diagonal is subnormal and the scaled grid would
+    # reach 0 (its scores NaN); the error must name the scale, not scoring or cv
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(50, 3)) * 1e-160, rng.normal(size=50)
+    for est, target in ((KernelRidgeCV(), y), (KernelRidgeClassifierCV(), y > 0)):
+        with pytest.raises(ValueError, match="below float64's normal range; rescale X"):
+            est.fit(X, target)
+        assert not hasattr(est, "alpha_")
+    cv = KernelRidgeCV(alphas=[1e-3, 1.0]).fit(X, y)  # an explicit grid is the user's
+    assert cv.alpha_ in (1e-3, 1.0)

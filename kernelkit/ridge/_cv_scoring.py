@@ -63,6 +63,11 @@ def scaled_alphas(alphas, diag, weights):
         scale = float(np.sum(weights * diag) / np.sum(weights))
     if not (np.isfinite(scale) and scale > 0):
         return alphas
+    if scale * alphas.min() < np.finfo(np.float64).tiny:  # the grid would lose its digits
+        raise ValueError(f"alphas='auto' scales its grid by the kernel's mean diagonal on X, "
+                         f"{scale:.3g}: the smallest point, {scale * alphas.min():.3g}, is below "
+                         f"float64's normal range; rescale X (e.g. StandardScaler) or pass "
+                         f"alphas.")
     return alphas * scale
 
 
