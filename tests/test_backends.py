@@ -248,6 +248,48 @@ def test_numba_symmetric_path_equals_general_path(dtype, rng):
     assert K[7, 3] == 1.0 and K[3, 7] == 1.0
 
 
+@pytest.mark.parametrize("simd_exp", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_numba_exponentials_equal_the_closed_form_on_both_exp_paths(simd_exp, dtype, rng,
+                                                                    monkeypatch):
+    """Gaussian and Laplacian through NumPy's exp (processors with AVX-512) and through the
+    compiled vexp pass (the others), on the Gram-block and direct paths, k(X) and k(X, Y):
+    every entry equals the closed form."""
+    from kernelkit.backend import _numba
+
+    monkeypatch.setattr(_numba, "NUMPY_SIMD_EXP", simd_exp)
+    engine = get_backend("numba")
+    for d in (5, 40):  # the direct path (few features), the Gram blocks
+        X, Y = rng.standard_normal((203, d)), rng.standard_normal((61, d))
+        for kernel, dist, p in ((RBF(0.7 / d), 2, 2), (Laplacian(0.3 / d), 1, 1)):
+            spec = _spec(kernel, X)
+            for args in ((X, None), (X, Y)):
+                A, B = args[0], args[0] if args[1] is None else args[1]
+                exact = np.exp(-spec.params[0] * (np.abs(A[:, None] - B[None]) ** p).sum(2))
+                with kernelkit.config_context(working_memory=0.05):  # many blocks
+                    got = engine.pairwise(spec, *[None if a is None else a.astype(dtype)
+                                                  for a in args])
+                    into = engine.pairwise_into(spec, *args)
+                ref = exact if dtype == np.float64 else np.exp(-spec.params[0] * (np.abs(
+                    A.astype(dtype).astype(float)[:, None] - B.astype(dtype).astype(float)[None])
+                    ** p).sum(2))
+                assert got.dtype == dtype
+                assert_allclose(got, ref, rtol=1e-12 if dtype == np.float64 else 1e-7, atol=0)
+                assert_allclose(into, exact, rtol=1e-12, atol=0)
+
+
+def test_wide_gives_a_column_prefix_its_whole_rows():
+    from kernelkit.backend._numba import _wide
+
+    base = np.arange(60.0).reshape(6, 10)
+    v = base[1:4, :7]
+    w = _wide(v)
+    assert w.flags.c_contiguous and w.shape == (3, 10)
+    assert np.shares_memory(w, base) and np.array_equal(w[:, :7], v)
+    assert _wide(base) is base and _wide(base[:, ::2]) is not None
+    assert not _wide(base[:, ::2]).flags.c_contiguous  # other layouts: as they are
+
+
 def test_numba_gemm_uses_syrk_only_for_rows_of_the_same_matrix(rng):
     from kernelkit.backend._numba import _rows_of
 
