@@ -477,6 +477,36 @@ def render_grid(g, nt):
 
 
 # ------------------------------------------------------------------------ report
+def processor_summary(res):
+    """What a run on one processor keeps once another processor's run replaces its tables:
+    the Gaussian grid's verdicts and ratios, the NTK ratios to neural-tangents."""
+    cells = (res.get("part_g") or {}).get("cells", [])
+    ratios = [c["ratio"] for c in cells]
+    return {"cpu_model": res["machine"]["cpu_model"], "timestamp": res["timestamp"],
+            "commit": (res["git"].get("commit") or "")[:10],
+            "coretype": res["machine"]["env"].get("OPENBLAS_CORETYPE") or "unset",
+            "grid_met": sum(bool(c["met"]) for c in cells), "grid_cells": len(cells),
+            "grid_ratio_range": [min(ratios), max(ratios)] if ratios else None,
+            "ntk": {str(r["depth"]): r["ratio"]
+                    for r in (res.get("part_n") or {}).get("rows", [])}}
+
+
+def render_others(others):
+    if not others:
+        return []
+    L = ["", "Earlier runs on other processors (each processor's last run, as summarised "
+         "when a run on another processor replaced the tables above):", "",
+         "| processor | run (commit) | OpenBLAS core type | Gaussian grid cells >= 2x | "
+         "grid ratios | NTK / neural-tangents (depth 2, 3) |", "|---|---|---|---|---|---|"]
+    for o in others:
+        r = o["grid_ratio_range"]
+        ntk = ", ".join(f"{o['ntk'][k]:.2f}x" for k in sorted(o["ntk"])) or "—"
+        L.append(f"| {o['cpu_model']} | {o['timestamp'][:10]} ({o['commit']}) | {o['coretype']}"
+                 f" | {o['grid_met']} of {o['grid_cells']} | "
+                 f"{'—' if r is None else f'{r[0]:.2f}-{r[1]:.2f}x'} | {ntk} |")
+    return L
+
+
 def build_rows(t, acc):
     rows = []
     for name in ("float64", "float32"):
@@ -524,6 +554,7 @@ def render_markdown(res):
              ""]
     if not res.get("part_t"):  # parts run on their own
         lines += render_grid(res.get("part_g"), res.get("part_n"))
+        lines += render_others(res.get("other_processors"))
         return "\n".join(lines + ["", "Raw numbers: `benchmarks/results_kernels.json`.", ""])
     pt = res["part_t"]
     n = pt["n"]
@@ -584,8 +615,9 @@ def render_markdown(res):
               f"| 2000x2000 @ 2000x2000 | {g['square_2000_float32']['gflops']:.1f} | "
               f"{g['square_2000_float64']['gflops']:.1f} |",
               f"| {N_FULL}x{D} @ {D}x{N_FULL} | {g[f'thin_{N_FULL}x{D}_float32']['gflops']:.1f} | "
-              f"{g[f'thin_{N_FULL}x{D}_float64']['gflops']:.1f} |",
-              "", "Raw numbers: `benchmarks/results_kernels.json`.", ""]
+              f"{g[f'thin_{N_FULL}x{D}_float64']['gflops']:.1f} |"]
+    lines += render_others(res.get("other_processors"))
+    lines += ["", "Raw numbers: `benchmarks/results_kernels.json`.", ""]
     return "\n".join(lines)
 
 
@@ -660,9 +692,15 @@ def main(argv=None):
            "repeats": REPEATS, "slow_repeats": SLOW_REPEATS,
            "loadavg_before": [round(x, 2) for x in os.getloadavg()],
            "git": git_state(), "machine": machine_info()}
-    if JSON_PATH.exists() and not args.quick:  # keep parts not rerun
+    if JSON_PATH.exists() and not args.quick:  # keep parts not rerun on this processor
         old = json.loads(JSON_PATH.read_text())
-        res.update({k: v for k, v in old.items() if k.startswith("part_")})
+        others = {o["cpu_model"]: o for o in old.get("other_processors", [])}
+        if old["machine"]["cpu_model"] == res["machine"]["cpu_model"]:
+            res.update({k: v for k, v in old.items() if k.startswith("part_")})
+        else:  # another processor's tables: keep their summary, not their parts
+            others[old["machine"]["cpu_model"]] = processor_summary(old)
+        others.pop(res["machine"]["cpu_model"], None)
+        res["other_processors"] = list(others.values())
         if res.get("part_t"):  # the JSON holds the table's rows as dicts: back to tuples
             res["part_t"] = dict(res["part_t"], rows=[
                 tuple(r.values()) if isinstance(r, dict) else tuple(r)
