@@ -66,7 +66,7 @@ AUTO_MIN_SAMPLES = 1024  # below: Cholesky costs less than the model's own probe
 _CHOL_PASSES = 4         # streaming passes over n^2 float64 of the Cholesky path
 _F_ENTRIES = 8           # product entries per entry of F per iteration (its 2 passes, float64)
 _ITER_OVERHEAD_S = 3e-4  # CG bookkeeping and thread dispatch per iteration
-_SKETCH_COST = 5.0       # the sketch's seconds over its flops at the threaded dgemm rate
+_SKETCH_COST = 2.5       # the sketch's seconds over its flops at the threaded dgemm rate (2.2-3.2)
 _ITER_COEF, _ITER_EXP = 3.7, 0.09  # t = 3.7 kappa^0.09 ln(2 / tol): see the module notes
 _MIN_ITER_COEF = 2.0     # the floor's fewest iterations, 2 ln(2 / tol): below every count seen
 _FIT_SPREAD = 1.62       # the fit's largest overestimate: the sketch's optimistic forecast
