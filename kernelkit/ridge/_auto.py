@@ -4,16 +4,20 @@ Both solvers compute the same ``n x n`` kernel matrix (float64 for Cholesky, flo
 for PCG, from the same float64 arithmetic), so that cost cancels; what is weighed is
 
 * Cholesky: ``n^3 / 3`` flops of LAPACK ``potrf`` at ``POTRF_EFFICIENCY`` times the
-  machine's ``dgemm`` rate, plus ``_CHOL_PASSES`` streaming passes over the float64
+  machine's ``dgemm`` rate (one core's, times ``1 + 0.6 (threads - 1)``: OpenBLAS's
+  potrf ran 1.3-1.8 times faster on two quiet cores than on one), plus ``_CHOL_PASSES`` streaming passes over the float64
   ``K``: the kernel matrix is the factorization's own workspace (no copy), so what
   remains is the 1-norm (one pass), the two triangular solves (half the matrix each)
   and, where the diagonal is not constant (sample weights, non-stationary kernels),
   the equilibration (a read and a write); the condition estimate is skipped for a
   positive-definite kernel (``alpha`` bounds it). Ten times the factorization with one
   ``alpha`` per target (an eigendecomposition then);
-* PCG: ``t`` iterations of one product with the held ``K`` (``n^2`` entries streamed)
-  plus two passes over the Nyström factor ``F`` (``n x r`` float64, about ``4 n r``
-  float32 entries' worth) and a fixed per-iteration overhead. ``t`` comes from the
+* PCG: its sketch (below), then ``t`` iterations of one product with the held ``K``
+  (``n^2`` entries streamed) plus the preconditioner's two passes over the Nyström
+  factor ``F`` (``n x r`` float64 times ``k`` columns: ``8 n r`` float32 product
+  entries' worth, measured 5.4-8.4 on a 2-core AMD EPYC where the byte count says 4)
+  and a fixed per-iteration overhead; measured iterations (n 2,000-5,000) took 0.86-0.96
+  times this prediction. ``t`` comes from the
   spectrum the preconditioner leaves, read off the sketch that PCG draws first anyway
   (:func:`~kernelkit.ridge._pcg.nystrom_sketch`): with ``lam`` the smallest Nyström
   eigenvalue and ``mu`` the smallest ``alpha``, the preconditioned condition number
@@ -28,16 +32,28 @@ for PCG, from the same float64 arithmetic), so that cost cancels; what is weighe
   kernel spectra, fastest where the spectrum left after the sketch is flat
   (gamma 0.05: 42-63 iterations at kappa 600-9,000; gamma 0.01: 97-121 at 280-2,800).
 
-The sketch is abandoned as soon as PCG cannot win: at each rank check where the rank
+PCG is chosen only when predicted ``_PREFER_CHOLESKY`` = 1.2 times faster: Cholesky's
+time is that of a few LAPACK calls, PCG's varies with the iteration count (the fit
+above is within a factor 1.62) and with the machine's load. The sketch is not drawn at
+all when Cholesky costs at most 1.2 times PCG's floor, what PCG cannot avoid: the
+sketch to its first rank check (128 pivots: ``2 n r (d + r + 128)`` flops of kernel
+columns and RPCholesky updates, at ``_SKETCH_COST`` = 2.5 times the ``dgemm`` time,
+measured 2.2-3.2 on whole sketches) and ``2 ln(2 / tol)`` iterations (fewer than any
+count measured) at that rank. On the 2-core EPYC this keeps every ``n <= 2,000`` of
+Fashion-MNIST from the sketch; from ``n`` 5,000 its first check is drawn and read.
+Drawn, it is abandoned as soon as PCG cannot win: at each rank check where the rank
 would still grow, the smallest Nyström eigenvalue's decay over the last doubling is
 extrapolated to the final rank (optimistically: rank-linear sketch cost, float32
 products, ``kappa`` at least 1 + 2 x 5, iterations divided by the fit's largest
-overestimate, 1.62) and when even that PCG (sketch time so far
-included) costs more than Cholesky, Cholesky is chosen without finishing the sketch.
+overestimate, 1.62) and when even that PCG (sketch time so far included), 1.2 times,
+costs more than Cholesky, Cholesky is chosen without finishing the sketch.
 
 The two rates (``dgemm`` flops per second, seconds per float32 entry of a product with
-``k`` columns) are measured once per process and BLAS thread count by short probes
-(a 512 x 512 ``dgemm``, a 32 MB float32 product: about 10 ms together). PCG is also
+``k`` columns) are measured once per process and BLAS thread count by short probes,
+each the fastest of a few runs: a 256 x 256 ``dgemm`` on one thread (a small product
+gains nothing from threads, so a threaded probe reads the threads' overhead, not the
+factorization's rate: two threads read as slow as one) and a float32 product of a
+16 MB (``n`` below 4,096) or 32 MB matrix, 10-35 ms together. PCG is also
 watched while it runs: from ``_WATCH_FROM`` iterations on, the observed residual
 decrease per step and time per step predict the time left; when that exceeds
 ``_BAIL_MARGIN`` times the cost of starting over with Cholesky (the measured time of
