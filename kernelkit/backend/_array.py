@@ -258,7 +258,8 @@ class ArrayBackend:
         cannot overflow.
         """
         xp = self.xp
-        big = float(xp.max(xp.abs(A))) if A.size else 0.0
+        # the largest magnitude from two reductions: no |A| temporary (a pass per call)
+        big = max(float(xp.max(A)), -float(xp.min(A))) if A.size else 0.0
         if big > 1e150 and math.log(big) * 2 + math.log(
                 float(xp.max(xp.sum((A / big) ** 2, axis=1)))) >= math.log(1.7e308):
             raise ValueError(f"{name} has values too large in magnitude for float64 kernel "
