@@ -5,20 +5,21 @@ for PCG, from the same float64 arithmetic), so that cost cancels; what is weighe
 
 * Cholesky: ``n^3 / 3`` flops of LAPACK ``potrf`` at ``POTRF_EFFICIENCY`` times the
   machine's ``dgemm`` rate (one core's, times ``1 + 0.6 (threads - 1)``: OpenBLAS's
-  potrf ran 1.3-1.8 times faster on two quiet cores than on one), plus ``_CHOL_PASSES`` streaming passes over the float64
-  ``K``: the kernel matrix is the factorization's own workspace (no copy), so what
-  remains is the 1-norm (one pass), the two triangular solves (half the matrix each)
-  and, where the diagonal is not constant (sample weights, non-stationary kernels),
-  the equilibration (a read and a write); the condition estimate is skipped for a
-  positive-definite kernel (``alpha`` bounds it). Ten times the factorization with one
-  ``alpha`` per target (an eigendecomposition then);
+  potrf ran 1.3-1.8 times faster on two quiet cores than on one), plus
+  ``_CHOL_PASSES`` streaming passes over the float64 ``K``: the kernel matrix is the
+  factorization's own workspace (no copy), so what remains is the 1-norm (one pass),
+  the two triangular solves (half the matrix each) and, where the diagonal is not
+  constant (sample weights, non-stationary kernels), the equilibration (a read and a
+  write); the condition estimate is skipped for a positive-definite kernel (``alpha``
+  bounds it). Ten times the factorization with one ``alpha`` per target (an
+  eigendecomposition then);
 * PCG: its sketch (below), then ``t`` iterations of one product with the held ``K``
   (``n^2`` entries streamed) plus the preconditioner's two passes over the Nyström
   factor ``F`` (``n x r`` float64 times ``k`` columns: ``8 n r`` float32 product
   entries' worth, measured 5.4-8.4 on a 2-core AMD EPYC where the byte count says 4)
   and a fixed per-iteration overhead; measured iterations (n 2,000-5,000) took 0.86-0.96
-  times this prediction. ``t`` comes from the
-  spectrum the preconditioner leaves, read off the sketch that PCG draws first anyway
+  times this prediction. ``t`` comes from the spectrum the preconditioner leaves, read
+  off the sketch that PCG draws first anyway
   (:func:`~kernelkit.ridge._pcg.nystrom_sketch`): with ``lam`` the smallest Nyström
   eigenvalue and ``mu`` the smallest ``alpha``, the preconditioned condition number
   is about ``kappa = 1 + 2 lam / mu`` (Frangella, Tropp & Udell 2023, Prop. 5.3:
@@ -53,7 +54,8 @@ The two rates (``dgemm`` flops per second, seconds per float32 entry of a produc
 each the fastest of a few runs: a 256 x 256 ``dgemm`` on one thread (a small product
 gains nothing from threads, so a threaded probe reads the threads' overhead, not the
 factorization's rate: two threads read as slow as one) and a float32 product of a
-16 MB (``n`` below 4,096) or 32 MB matrix, 10-35 ms together. PCG is also
+16 MB (``n`` below 4,096) or 32 MB matrix, 15-35 ms together (up to 95 ms under load,
+most of it the first touch of that matrix). PCG is also
 watched while it runs: from ``_WATCH_FROM`` iterations on, the observed residual
 decrease per step and time per step predict the time left; when that exceeds
 ``_BAIL_MARGIN`` times the cost of starting over with Cholesky (the measured time of
@@ -100,9 +102,9 @@ class SwitchToCholesky(Exception):
 def _probe(limit, k, rows):
     """``(dgemm flops/s, seconds per float32 entry of a k-column product)`` under the
     BLAS thread count ``limit`` (the caller's region), measured once per process: the
-    fastest of a few short runs (the quiet machine's rates; 10-30 ms in all). The
-    product streams a ``rows x 2048`` float32 matrix (16 or 32 MB, about a held ``K``
-    of the sizes where the choice is close to the probes' cost)."""
+    fastest of a few short runs (the quiet machine's rates). The product streams a
+    ``rows x 2048`` float32 matrix (16 MB below ``n`` = 4,096, the held ``K`` there,
+    else 32 MB)."""
     A = np.full((256, 256), 0.5)
     best = math.inf
     with single_blas_thread():  # one core's rate: a small dgemm gains nothing from threads
