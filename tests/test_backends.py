@@ -52,6 +52,21 @@ def test_engines_agree_with_reference(engine, kernel, dtype, rtol, rng):
                         rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.parametrize("kernel", KERNELS, ids=repr)
+@pytest.mark.parametrize("d", [3, 7])  # 3: the numba engine's direct path of few features
+def test_pairwise_columns_equal_pairwise_at_the_pivots(engine, kernel, d, rng):
+    # X prepared once (copy, centering, row statistics) for every set of columns S
+    X = rng.standard_normal((53, d)) + 3.0
+    spec = _spec(kernel, X)
+    with kernelkit.config_context(working_memory=0.01):  # several row blocks
+        cols = engine.pairwise_columns(spec, engine.asarray(X))
+        for S in (np.array([0, 7, 52]), np.arange(10, 40)):
+            ref = REFERENCE.pairwise(spec, X, X[S])
+            got = _host(engine, cols(S))
+            assert got.shape == (53, len(S)) and got.dtype == np.float64
+            assert_allclose(got, ref, rtol=1e-10, atol=1e-10 * np.abs(ref).max())
+
+
 @pytest.mark.parametrize("working_memory", [1e-4, 0.01, 256])
 def test_blocks_do_not_change_values(working_memory, rng):
     X = rng.standard_normal((97, 4))

@@ -167,7 +167,7 @@ def test_auto_large_n_large_alpha_is_pcg_and_equals_it(monkeypatch):
     # The rates are fixed at that Xeon's (the probes read the machine's load) and the
     # time-based bail-out is off: the choice is the model's, not the clock's.
     gemm = 88e9
-    monkeypatch.setattr(_auto, "machine_rates", lambda k: (gemm, 11.0 / gemm))
+    monkeypatch.setattr(_auto, "machine_rates", lambda *a: (gemm, 11.0 / gemm))
     monkeypatch.setattr(_auto, "_BAIL_MARGIN", np.inf)
     X, y = _data(4000, d=2)
     kw = dict(alpha=1.0, kernel="rbf", gamma=GAMMA, random_state=0)
@@ -192,27 +192,70 @@ def test_auto_forced_branches_equal_the_chosen_solver(monkeypatch, chol_s, expec
     assert m.n_iter_ == ref.n_iter_
 
 
+@pytest.mark.parametrize("rates", [(34e9, 1e-9), (88e9, 11.0 / 88e9)])
+def test_auto_draws_no_sketch_where_pcg_cannot_win(monkeypatch, rates):
+    # n = 1,500 on the rates of a 2-core EPYC (one thread) and Xeon (two): Cholesky 60 and
+    # 19 ms, PCG's floor (its sketch to rank 128 and 2 ln(2 / tol) = 20 iterations there,
+    # each a product and two passes over F) 88 and 18 ms (PCG would save at most 1 / 1.2
+    # of Cholesky's time): no sketch, Cholesky's result
+    monkeypatch.setattr(_auto, "machine_rates", lambda *a: rates)
+    monkeypatch.setattr(_auto, "nystrom_sketch", _no_probe)
+    X, Y = _data(1500, k=2)
+    kw = dict(alpha=1e-2, kernel="rbf", gamma=GAMMA, random_state=0)
+    m = KernelRidge(**kw).fit(X, Y)
+    assert m.solver_ == "cholesky" and m.preconditioner_rank_ is None
+    np.testing.assert_array_equal(m.dual_coef_, KernelRidge(solver="cholesky", **kw)
+                                  .fit(X, Y).dual_coef_)
+
+
+@pytest.mark.parametrize("chol_s, expected", [(0.011, "cholesky"), (0.013, "pcg")])
+def test_auto_prefers_cholesky_unless_pcg_is_clearly_faster(monkeypatch, chol_s, expected):
+    # PCG predicted at 10 iterations of 1 ms: chosen only when Cholesky costs more than
+    # 1.2 x 10 ms (its time varies more than Cholesky's)
+    monkeypatch.setattr(_auto, "cholesky_seconds", lambda *a, **k: chol_s)
+    monkeypatch.setattr(_auto, "pcg_floor_seconds", lambda *a, **k: 0.0)
+    monkeypatch.setattr(_auto, "estimated_iterations", lambda *a: 10.0)
+    monkeypatch.setattr(_auto, "iteration_seconds", lambda *a, **k: 1e-3)
+    monkeypatch.setattr(_auto._Abandon, "__call__", lambda *a: False)
+    monkeypatch.setattr(_auto, "_BAIL_MARGIN", np.inf)
+    X, Y = _data(1200, k=2)
+    kw = dict(alpha=1e-2, kernel="rbf", gamma=GAMMA, random_state=0)
+    m = KernelRidge(**kw).fit(X, Y)
+    ref = KernelRidge(solver=expected, **kw).fit(X, Y)
+    assert m.solver_ == expected
+    np.testing.assert_array_equal(m.dual_coef_, ref.dual_coef_)
+
+
+def test_probe_scales_the_one_core_dgemm_rate_to_the_threads(monkeypatch):
+    # every timed run takes one tick of a fake clock: the rates are the sizes' own
+    clock = iter(range(1000))
+    monkeypatch.setattr(_auto.time, "perf_counter", lambda: float(next(clock)))
+    probe = _auto._probe.__wrapped__  # uncached
+    assert probe(1, 3, 2048) == (2 * 256**3, 1 / (2048 * 2048))
+    assert probe(2, 3, 4096) == (1.6 * 2 * 256**3, 1 / (4096 * 2048))
+
+
 @pytest.mark.parametrize("alpha", [1.0, 1e-6])
 def test_auto_choice_follows_the_model_on_the_sketch(monkeypatch, alpha):
     from kernelkit.ridge._pcg import KernelProduct, nystrom_sketch
 
     X, y = _data(1500)
     rates = (3e10, 2e-10)  # a fixed machine: flops/s, seconds per float32 entry
-    monkeypatch.setattr(_auto, "machine_rates", lambda k: rates)
+    monkeypatch.setattr(_auto, "machine_rates", lambda *a: rates)
     op = KernelRidge(kernel="rbf", gamma=GAMMA).fit(X[:5], y[:5])._operator()
     info = nystrom_sketch(KernelProduct(op, X, defer=True), alpha,
                           np.random.RandomState(0))[2]
     n = len(X)
     pcg = (_auto.estimated_iterations(info["lam_min"], alpha, 1e-4)
-           * ((n * n + 4 * n * info["rank"]) * rates[1] + _auto._ITER_OVERHEAD_S))
+           * ((n * n + 8 * n * info["rank"]) * rates[1] + _auto._ITER_OVERHEAD_S))
     chol = n**3 / 3 / (_auto.POTRF_EFFICIENCY * rates[0]) + 8 * n * n * rates[1]
-    expected = "pcg" if pcg < chol else "cholesky"
+    expected = "pcg" if 1.2 * pcg < chol else "cholesky"
     monkeypatch.setattr(_auto, "_BAIL_MARGIN", np.inf)  # the a priori choice only
     monkeypatch.setattr(_auto._Abandon, "__call__", lambda *a: False)  # the full sketch
     m = KernelRidge(alpha=alpha, kernel="rbf", gamma=GAMMA, random_state=0).fit(X, y)
     assert m.solver_ == expected
-    # both branches covered: Cholesky 48 ms against PCG 33 ms (alpha 1, 37 iterations)
-    # and 64 ms (alpha 1e-6, 66 iterations)
+    # both branches covered: Cholesky 52 ms against PCG 39 ms (alpha 1, 37 iterations: 1.2
+    # x 39 < 52) and 79 ms (alpha 1e-6, 66 iterations); the floor, 29 ms, lets the sketch run
     assert expected == ("pcg" if alpha == 1.0 else "cholesky")
 
 
@@ -281,8 +324,9 @@ def test_abandoned_sketch_is_cholesky(monkeypatch):
     # one check (rank 128, lam_min 1 >> 10 alpha): decay assumed 1 / rank, to the cap 625
     f = _auto._Abandon(5000, 1e-4, 1e-4, 1.0, rates).forecast(128, 1.0, 625)
     assert pcg(128 / 625) <= f < pcg(128 / 625) + 0.05
-    assert _auto._Abandon(5000, 1e-4, 1e-4, 0.9 * f, rates)(128, 1.0, 625)
-    ab = _auto._Abandon(5000, 1e-4, 1e-4, 1.1 * f, rates)
+    # abandoned unless Cholesky costs more than 1.2 times even that PCG
+    assert _auto._Abandon(5000, 1e-4, 1e-4, 1.15 * f, rates)(128, 1.0, 625)
+    ab = _auto._Abandon(5000, 1e-4, 1e-4, 1.25 * f, rates)
     assert not ab(128, 1.0, 625)
     # two checks: the decay over the last doubling (1 -> 0.25: rank^-2) is extrapolated
     f = ab.forecast(256, 0.25, 625)
@@ -302,8 +346,9 @@ def test_abandoned_sketch_is_cholesky(monkeypatch):
         return out
 
     monkeypatch.setattr(_auto, "nystrom_sketch", spy)
-    monkeypatch.setattr(_auto, "machine_rates", lambda k: rates)
-    monkeypatch.setattr(_auto, "cholesky_seconds", lambda *a, **k: 0.08)  # > the PCG floor
+    monkeypatch.setattr(_auto, "machine_rates", lambda *a: rates)
+    # above 1.2 times the PCG floor (0.11 s), below the optimistic forecast at rank 128
+    monkeypatch.setattr(_auto, "cholesky_seconds", lambda *a, **k: 0.2)
     kw = dict(alpha=1e-6, kernel="rbf", gamma=GAMMA, random_state=0)
     m = KernelRidge(**kw).fit(X, y)
     assert m.solver_ == "cholesky" and seen["stopped"] and seen["rank"] == 128
@@ -335,11 +380,17 @@ def test_cost_model_closed_forms():
     assert _auto.min_iterations(1e-4) == pytest.approx(2 * np.log(2e4))
     rates = (1e10, 1e-9)
     assert _auto.cholesky_seconds(3000, 1, rates) == pytest.approx(
-        9e9 / (0.85e10) + 8 * 9e6 * 1e-9)
+        9e9 / (0.78e10) + 8 * 9e6 * 1e-9)
     assert _auto.cholesky_seconds(3000, 2, rates) == pytest.approx(
         10 * _auto.cholesky_seconds(3000, 1, rates))
     assert _auto.iteration_seconds(1000, 100, 8, rates) == pytest.approx(
-        (2e6 + 4e5) * 1e-9 + 3e-4)
+        (2e6 + 8e5) * 1e-9 + 3e-4)
+    # 2 n r (d + r + 128) flops at 2.5 times the dgemm time
+    assert _auto.sketch_seconds(1000, 128, 784, rates) == pytest.approx(
+        2.5 * 2 * 1000 * 128 * (784 + 256) / 1e10)
+    assert _auto.pcg_floor_seconds(1000, 784, 4, 1e-4, rates) == pytest.approx(
+        _auto.sketch_seconds(1000, 128, 784, rates)
+        + 2 * np.log(2e4) * ((1e6 + 8 * 128e3) * 1e-9 + 3e-4))
     assert _auto.cholesky_fits(23170, 4096) and not _auto.cholesky_fits(23171, 4096)
     gemm, entry = _auto.machine_rates(3)
     assert gemm > 0 and entry > 0 and _auto.machine_rates(3) == (gemm, entry)  # cached

@@ -164,6 +164,30 @@ class ArrayBackend:
         for few features), or None to take the blockwise path."""
         return None
 
+    def pairwise_columns(self, spec, X):
+        """``S -> k(X, X[S])`` (float64) for many small index sets ``S`` of one ``X``.
+
+        The float64 copy, centering and row statistics of ``X`` are prepared once:
+        :meth:`pairwise` prepares them per call, several passes over ``X`` that cost
+        about as much as 128 columns (the Nyström sketch reads 128 at a time).
+        """
+        xp = self.xp
+        ctx = self._prepare(spec, X, None)
+        n = ctx["X"].shape[0]
+
+        def cols(S):
+            S = xp.asarray(S)
+            sub = dict(ctx, Y=ctx["X"][S], sy=None if ctx["sy"] is None else ctx["sy"][S])
+            out = xp.empty((n, sub["Y"].shape[0]), dtype=xp.float64)
+
+            def job(r0, r1, scratch):
+                self._fill(spec, sub, r0, r1, out[r0:r1], self_offset=-1, tri=False)
+
+            self._map_blocks(job, n, out.shape[1], scratch=False)
+            return out
+
+        return cols
+
     def pairwise_chunked(self, spec, X, Y=None):
         """Yield ``(start, block)``: consecutive float64 row blocks of ``k(X, Y)``.
 
@@ -234,7 +258,8 @@ class ArrayBackend:
         cannot overflow.
         """
         xp = self.xp
-        big = float(xp.max(xp.abs(A))) if A.size else 0.0
+        # the largest magnitude from two reductions: no |A| temporary (a pass per call)
+        big = max(float(xp.max(A)), -float(xp.min(A))) if A.size else 0.0
         if big > 1e150 and math.log(big) * 2 + math.log(
                 float(xp.max(xp.sum((A / big) ** 2, axis=1)))) >= math.log(1.7e308):
             raise ValueError(f"{name} has values too large in magnitude for float64 kernel "
@@ -245,7 +270,7 @@ class ArrayBackend:
         with, naming the input whose magnitude makes them overflow."""
         xp = self.xp
         try:
-            for A in (Xc, Yc):
+            for A in (Xc,) if Yc is Xc else (Xc, Yc):
                 self._check_norms(A, "X")
         except ValueError:
             big = [float(xp.max(xp.abs(A))) if A.size else 0.0 for A in (X, Y) if A is not None]

@@ -509,6 +509,13 @@ class NumbaBackend(NumpyBackend):
             out = np.empty(shape)
         return self._direct(code, float(spec.params[0]), X, Y, out)
 
+    def pairwise_columns(self, spec, X):
+        """:meth:`ArrayEngine.pairwise_columns`, or per call the direct path of few
+        features (which prepares nothing)."""
+        if self.direct_code(spec, X) >= 0 and X.shape[1] <= _PAIRWISE_DIRECT_MAX_D:
+            return lambda S: self.pairwise(spec, X, X[S])
+        return super().pairwise_columns(spec, X)
+
     def _direct_pairwise(self, spec, X, Y, out_dtype):
         code = self.direct_code(spec, X, Y)
         if code < 0 or X.shape[1] > _PAIRWISE_DIRECT_MAX_D:

@@ -97,6 +97,15 @@ class KernelOperator:
         """``k(X, Y)`` as a host float64 NumPy array."""
         return np.asarray(self.engine.to_host(self.block(X, Y)), dtype=np.float64)
 
+    def columns(self, X):
+        """``S -> k(X, X[S])`` as host float64 arrays, for many small index sets ``S``
+        (what is prepared from ``X`` is kept between calls)."""
+        if self.spec is None:
+            return lambda S: self.block_host(X, X[S])
+        eng = self.engine
+        cols = eng.pairwise_columns(self.spec, eng.asarray(X))
+        return lambda S: np.asarray(eng.to_host(self._checked(cols(S))), dtype=np.float64)
+
     def matmul(self, X, Y, W):
         """``k(X, Y) @ W`` in float64 without holding ``k(X, Y)`` (blockwise)."""
         if self.spec is not None:

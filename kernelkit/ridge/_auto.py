@@ -4,17 +4,22 @@ Both solvers compute the same ``n x n`` kernel matrix (float64 for Cholesky, flo
 for PCG, from the same float64 arithmetic), so that cost cancels; what is weighed is
 
 * Cholesky: ``n^3 / 3`` flops of LAPACK ``potrf`` at ``POTRF_EFFICIENCY`` times the
-  machine's ``dgemm`` rate, plus ``_CHOL_PASSES`` streaming passes over the float64
-  ``K``: the kernel matrix is the factorization's own workspace (no copy), so what
-  remains is the 1-norm (one pass), the two triangular solves (half the matrix each)
-  and, where the diagonal is not constant (sample weights, non-stationary kernels),
-  the equilibration (a read and a write); the condition estimate is skipped for a
-  positive-definite kernel (``alpha`` bounds it). Ten times the factorization with one
-  ``alpha`` per target (an eigendecomposition then);
-* PCG: ``t`` iterations of one product with the held ``K`` (``n^2`` entries streamed)
-  plus two passes over the Nyström factor ``F`` (``n x r`` float64, about ``4 n r``
-  float32 entries' worth) and a fixed per-iteration overhead. ``t`` comes from the
-  spectrum the preconditioner leaves, read off the sketch that PCG draws first anyway
+  machine's ``dgemm`` rate (one core's, times ``1 + 0.6 (threads - 1)``: OpenBLAS's
+  potrf ran 1.3-1.8 times faster on two quiet cores than on one), plus
+  ``_CHOL_PASSES`` streaming passes over the float64 ``K``: the kernel matrix is the
+  factorization's own workspace (no copy), so what remains is the 1-norm (one pass),
+  the two triangular solves (half the matrix each) and, where the diagonal is not
+  constant (sample weights, non-stationary kernels), the equilibration (a read and a
+  write); the condition estimate is skipped for a positive-definite kernel (``alpha``
+  bounds it). Ten times the factorization with one ``alpha`` per target (an
+  eigendecomposition then);
+* PCG: its sketch (below), then ``t`` iterations of one product with the held ``K``
+  (``n^2`` entries streamed) plus the preconditioner's two passes over the Nyström
+  factor ``F`` (``n x r`` float64 times ``k`` columns: ``8 n r`` float32 product
+  entries' worth, measured 5.4-8.4 on a 2-core AMD EPYC where the byte count says 4)
+  and a fixed per-iteration overhead; measured iterations (n 2,000-5,000) took 0.86-0.96
+  times this prediction. ``t`` comes from the spectrum the preconditioner leaves, read
+  off the sketch that PCG draws first anyway
   (:func:`~kernelkit.ridge._pcg.nystrom_sketch`): with ``lam`` the smallest Nyström
   eigenvalue and ``mu`` the smallest ``alpha``, the preconditioned condition number
   is about ``kappa = 1 + 2 lam / mu`` (Frangella, Tropp & Udell 2023, Prop. 5.3:
@@ -28,16 +33,29 @@ for PCG, from the same float64 arithmetic), so that cost cancels; what is weighe
   kernel spectra, fastest where the spectrum left after the sketch is flat
   (gamma 0.05: 42-63 iterations at kappa 600-9,000; gamma 0.01: 97-121 at 280-2,800).
 
-The sketch is abandoned as soon as PCG cannot win: at each rank check where the rank
+PCG is chosen only when predicted ``_PREFER_CHOLESKY`` = 1.2 times faster: Cholesky's
+time is that of a few LAPACK calls, PCG's varies with the iteration count (the fit
+above is within a factor 1.62) and with the machine's load. The sketch is not drawn at
+all when Cholesky costs at most 1.2 times PCG's floor, what PCG cannot avoid: the
+sketch to its first rank check (128 pivots: ``2 n r (d + r + 128)`` flops of kernel
+columns and RPCholesky updates, at ``_SKETCH_COST`` = 2.5 times the ``dgemm`` time,
+measured 2.2-3.2 on whole sketches) and ``2 ln(2 / tol)`` iterations (fewer than any
+count measured) at that rank. On the 2-core EPYC this keeps every ``n <= 2,000`` of
+Fashion-MNIST from the sketch; from ``n`` 5,000 its first check is drawn and read.
+Drawn, it is abandoned as soon as PCG cannot win: at each rank check where the rank
 would still grow, the smallest Nyström eigenvalue's decay over the last doubling is
 extrapolated to the final rank (optimistically: rank-linear sketch cost, float32
 products, ``kappa`` at least 1 + 2 x 5, iterations divided by the fit's largest
-overestimate, 1.62) and when even that PCG (sketch time so far
-included) costs more than Cholesky, Cholesky is chosen without finishing the sketch.
+overestimate, 1.62) and when even that PCG (sketch time so far included), 1.2 times,
+costs more than Cholesky, Cholesky is chosen without finishing the sketch.
 
 The two rates (``dgemm`` flops per second, seconds per float32 entry of a product with
-``k`` columns) are measured once per process and BLAS thread count by short probes
-(a 512 x 512 ``dgemm``, a 32 MB float32 product: about 10 ms together). PCG is also
+``k`` columns) are measured once per process and BLAS thread count by short probes,
+each the fastest of a few runs: a 256 x 256 ``dgemm`` on one thread (a small product
+gains nothing from threads, so a threaded probe reads the threads' overhead, not the
+factorization's rate: two threads read as slow as one) and a float32 product of a
+16 MB (``n`` below 4,096) or 32 MB matrix, 15-35 ms together (up to 95 ms under load,
+most of it the first touch of that matrix). PCG is also
 watched while it runs: from ``_WATCH_FROM`` iterations on, the observed residual
 decrease per step and time per step predict the time left; when that exceeds
 ``_BAIL_MARGIN`` times the cost of starting over with Cholesky (the measured time of
@@ -56,16 +74,21 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..utils._threads import blas_limit, blas_threads_for, map_row_blocks
-from ._pcg import _RANK_RATIO, nystrom_sketch
+from ..utils._threads import (blas_limit, blas_threads_for, map_row_blocks,
+                              single_blas_thread)
+from ._pcg import _RANK0, _RANK_RATIO, nystrom_sketch
 
-POTRF_EFFICIENCY = 0.85  # OpenBLAS dpotrf / dgemm rate from n ~ 4,000 on (measured 0.89)
+POTRF_EFFICIENCY = 0.78  # OpenBLAS dpotrf / one-thread dgemm rate, n 2,000-6,000 (0.6-0.85)
+_THREAD_GAIN = 0.6       # potrf's speed-up per further thread (1.3-1.8x on 2 quiet cores)
 AUTO_MIN_SAMPLES = 1024  # below: Cholesky costs less than the model's own probes
 _CHOL_PASSES = 4         # streaming passes over n^2 float64 of the Cholesky path
+_F_ENTRIES = 8           # product entries per entry of F per iteration (its 2 passes, float64)
 _ITER_OVERHEAD_S = 3e-4  # CG bookkeeping and thread dispatch per iteration
+_SKETCH_COST = 2.5       # the sketch's seconds over its flops at the threaded dgemm rate (2.2-3.2)
 _ITER_COEF, _ITER_EXP = 3.7, 0.09  # t = 3.7 kappa^0.09 ln(2 / tol): see the module notes
 _MIN_ITER_COEF = 2.0     # the floor's fewest iterations, 2 ln(2 / tol): below every count seen
 _FIT_SPREAD = 1.62       # the fit's largest overestimate: the sketch's optimistic forecast
+_PREFER_CHOLESKY = 1.2   # PCG only when predicted this much faster (its time varies more)
 _WATCH_FROM = 10         # CG steps before the observed rate is trusted
 _BAIL_MARGIN = 1.5       # PCG's predicted remaining time over Cholesky's, to switch
 _PLATEAU = 0.5           # above this relative residual the rate is not yet trusted ...
@@ -76,19 +99,23 @@ class SwitchToCholesky(Exception):
 
 
 @lru_cache(maxsize=None)
-def _probe(limit, k):
+def _probe(limit, k, rows):
     """``(dgemm flops/s, seconds per float32 entry of a k-column product)`` under the
-    BLAS thread count ``limit`` (the caller's region), measured once per process."""
-    A = np.full((512, 512), 0.5)
+    BLAS thread count ``limit`` (the caller's region), measured once per process: the
+    fastest of a few short runs (the quiet machine's rates). The product streams a
+    ``rows x 2048`` float32 matrix (16 MB below ``n`` = 4,096, the held ``K`` there,
+    else 32 MB)."""
+    A = np.full((256, 256), 0.5)
     best = math.inf
-    for _ in range(2):
-        t0 = time.perf_counter()
-        A @ A
-        best = min(best, time.perf_counter() - t0)
-    gemm = 2 * 512**3 / max(best, 1e-9)
-    M = np.full((4096, 2048), 0.5, np.float32)  # 32 MB: beyond the caches, as a held K
+    with single_blas_thread():  # one core's rate: a small dgemm gains nothing from threads
+        for _ in range(3):
+            t0 = time.perf_counter()
+            A @ A
+            best = min(best, time.perf_counter() - t0)
+    gemm = 2 * 256**3 / max(best, 1e-9) * (1 + _THREAD_GAIN * (max(int(limit), 1) - 1))
+    M = np.full((rows, 2048), 0.5, np.float32)
     V = np.ones((2048, max(1, k)), np.float32)
-    out = np.empty((4096, V.shape[1]), np.float32)
+    out = np.empty((rows, V.shape[1]), np.float32)
 
     def job(r0, r1):
         out[r0:r1] = M[r0:r1] @ V
@@ -96,14 +123,15 @@ def _probe(limit, k):
     best = math.inf
     for _ in range(2):
         t0 = time.perf_counter()
-        map_row_blocks(job, 4096, 1024)
+        map_row_blocks(job, rows, 1024)
         best = min(best, time.perf_counter() - t0)
     return gemm, max(best, 1e-12) / M.size
 
 
-def machine_rates(k):
-    """The probes' rates for ``k`` target columns under the current BLAS thread count."""
-    return _probe(blas_limit() or 0, min(int(k), 64))
+def machine_rates(k, n=4096):
+    """The probes' rates for ``k`` target columns and order ``n`` under the current BLAS
+    thread count (the dgemm rate that of a one-core run scaled to the thread count)."""
+    return _probe(blas_limit() or 1, min(int(k), 64), 2048 if n < 4096 else 4096)
 
 
 def cholesky_seconds(n, n_alphas=1, rates=None):
@@ -114,9 +142,28 @@ def cholesky_seconds(n, n_alphas=1, rates=None):
 
 
 def iteration_seconds(n, rank, itemsize=4, rates=None):
-    """Predicted seconds of one PCG iteration with ``K`` held (``itemsize`` 4 or 8)."""
+    """Predicted seconds of one PCG iteration with ``K`` held (``itemsize`` 4 or 8): the
+    product, the preconditioner's two float64 passes over ``F`` (``_F_ENTRIES`` product
+    entries per entry of ``F``: skinny float64 products run at a quarter of a float32
+    product's rate per byte), CG's own work."""
     _, entry = rates
-    return (n * n * itemsize / 4 + 4 * n * rank) * entry + _ITER_OVERHEAD_S
+    return (n * n * itemsize / 4 + _F_ENTRIES * n * rank) * entry + _ITER_OVERHEAD_S
+
+
+def sketch_seconds(n, rank, d, rates):
+    """Predicted seconds of the Nyström sketch up to ``rank``: kernel columns from ``d``
+    features (``d = 0`` for a held or given ``K``) and block RPCholesky's updates,
+    ``2 n r (d + r + 128)`` flops, at ``_SKETCH_COST`` times the dgemm time."""
+    gemm, _ = rates
+    return _SKETCH_COST * 2.0 * n * rank * (d + rank + 128) / gemm
+
+
+def pcg_floor_seconds(n, d, itemsize, tol, rates):
+    """What PCG cannot avoid: its sketch to the first rank check and the fewest
+    iterations (:func:`min_iterations`) at that rank."""
+    r = min(_RANK0, n)
+    return (sketch_seconds(n, r, d, rates)
+            + min_iterations(tol) * iteration_seconds(n, r, itemsize, rates))
 
 
 def estimated_iterations(lam_min, mu, tol):
@@ -199,7 +246,7 @@ class _Abandon:
     def __call__(self, k, lam, max_rank):
         pcg = self.forecast(k, lam, max_rank)
         self.last = (k, lam)
-        return pcg > self.chol
+        return _PREFER_CHOLESKY * pcg > self.chol
 
 
 def choose(product, alpha, tol, n_targets, rng, progress, fits):
@@ -218,11 +265,12 @@ def choose(product, alpha, tol, n_targets, rng, progress, fits):
                  "Cholesky exceeds cache_size")
         return "pcg", None, None
     with blas_threads_for(n):  # the rates of the thread count the solvers run with
-        rates = machine_rates(n_targets)
+        rates = machine_rates(n_targets, n)
     itemsize = product.dtype.itemsize
     chol = cholesky_seconds(n, np.unique(a).size, rates)
-    floor = min_iterations(tol) * iteration_seconds(n, 0, itemsize, rates)
-    if chol <= floor:  # Cholesky is certain: not even the sketch is drawn
+    d = 0 if product.K is not None or product.X is None else product.X.shape[1]
+    floor = pcg_floor_seconds(n, d, itemsize, tol, rates)
+    if chol <= _PREFER_CHOLESKY * floor:  # PCG cannot win clearly: no sketch is drawn
         progress("solver auto", level=1, cholesky_s=chol, pcg_min_s=floor, choice="cholesky")
         return "cholesky", None, None
     mu = float(a.min())
@@ -235,7 +283,7 @@ def choose(product, alpha, tol, n_targets, rng, progress, fits):
         return "cholesky", None, None
     t = estimated_iterations(info["lam_min"], mu, tol)
     pcg = t * iteration_seconds(n, info["rank"], itemsize, rates)
-    choice = "pcg" if pcg < chol else "cholesky"
+    choice = "pcg" if _PREFER_CHOLESKY * pcg < chol else "cholesky"
     progress("solver auto", level=1, cholesky_s=chol, pcg_s=pcg, iterations=t,
              rank=info["rank"], choice=choice)
     if choice == "cholesky":

@@ -144,6 +144,7 @@ class KernelProduct:
                  defer=False):
         self.op, self.X, self.sw, self.cache_size = op, X, sw, cache_size
         self._colnorm = None  # max column norm of the held K, for storage_error
+        self._columns = None  # columns(): k(X, X[S]) with X prepared once
         self.dtype = np.dtype(dtype)
         self.build_s = 0.0  # seconds the held matrix took to compute (solver="auto")
         if K is not None:
@@ -221,8 +222,10 @@ class KernelProduct:
         """``(S K S)[:, S]`` as an ``(n, len(S))`` float64 array."""
         if self.K is not None:  # rows of the symmetric K: contiguous, unlike its columns
             G = np.ascontiguousarray(self.K[S].T, dtype=np.float64)
-        else:
-            G = self.op.block_host(self.X, self.X[S])
+        else:  # X prepared once for all the sketch's calls (see drop_columns)
+            if self._columns is None:
+                self._columns = self.op.columns(self.X)
+            G = self._columns(S)
         if self.sw is not None:
             G *= self.sw[:, None] * self.sw[S][None, :]
         return G
@@ -232,6 +235,10 @@ class KernelProduct:
         d = (np.diagonal(self.K).astype(np.float64) if self.K is not None
              else self.op.diag(self.X))
         return d if self.sw is None else d * self.sw**2
+
+    def drop_columns(self):
+        """Free what :meth:`columns` prepared from ``X`` (a float64 copy of it)."""
+        self._columns = None
 
     @property
     def rounded(self):
@@ -548,9 +555,12 @@ def nystrom_sketch(product, alpha, random_state, progress=None, stop=None):
         if product.stored:
             max_rank = min(max_rank, max(_RANK0, int(n * _HELD_RANK_FRACTION)))
         info = {}
-        F, FtF = rp_cholesky(product.columns, product.diagonal(), mu, random_state,
-                             max_rank=max_rank, eps=product.eps, progress=progress, info=info,
-                             stop=stop)
+        try:
+            F, FtF = rp_cholesky(product.columns, product.diagonal(), mu, random_state,
+                                 max_rank=max_rank, eps=product.eps, progress=progress,
+                                 info=info, stop=stop)
+        finally:
+            product.drop_columns()
     return F, FtF, info
 
 
