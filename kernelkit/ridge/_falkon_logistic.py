@@ -28,7 +28,8 @@ over 19, for the same accuracy and log-loss):
 * a preconditioner is refactored only when the penalty changes, its Hessian weights
   moved by more than 30% (L1) since it was built (5,000 images, 1,000 centers: 3
   per-class builds instead of 4 at 10%, 63 CG iterations instead of 61), or the last
-  step's CG took more than 1.5 times the iterations of the first step on it (all
+  step's CG took more than 1.5 times the iterations of the first step on it, and more
+  extra iterations than a refactoring costs in CG iterations (``M^2 / 6n``; all
   60,000 images, 2,000 centers: the last step 37 CG iterations instead of 87 on the
   stale factors, 174 in all instead of 224, one build more; refactoring at every step
   took 98 instead of 77 at 20,000 images);
@@ -240,6 +241,10 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
     exact = False  # float64 products only (float32 ones stalled CG)
     cls, built = None, None  # built: (preconditioner, lambda, weights) last factored
     it_built, it = None, 0  # CG iterations of the first step on it, of the last step
+    # a refactoring (k per class, 2 M^3 / 3 each) costs this many CG iterations (a
+    # pass over K_nM each way, 4 n M k): a slow CG refreshes only when its extra
+    # iterations would pay for it (11 at 60,000 rows and 2,000 centers, 69 at 5,000)
+    rebuild_its = m * m / (6.0 * n) / (1 if per_class else k)
     steps, curve, change = 0, [], (np.inf if B0 is None else tol)
     err = change  # the estimated relative distance of the fitted values to the optimum
     KU = np.empty((n, k))  # K_nM U of the last CG product (U = B p)
@@ -266,7 +271,8 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
             P_ = cls if cls is not None else pre
             fresh = built is None or built[0] is not P_ or built[1] != lam or (
                 np.abs(weights - built[2]).sum() > _REUSE * built[2].sum()) or (
-                it_built is not None and it > _SLOW * max(it_built, 1))
+                it_built is not None and it > _SLOW * max(it_built, 1)
+                and it - it_built > rebuild_its)
             if fresh:
                 with blas_threads_for(m):
                     if P_ is cls:  # the softmax blocks' diagonals, per class
