@@ -310,3 +310,31 @@ def test_loose_tol_is_close_to_the_optimum():
     coarse = FalkonClassifier(tol=1e-3, **kw).fit(X, y)
     d = coarse.predict_proba(X) - fine.predict_proba(X)
     assert np.sqrt(np.mean(np.sum(d ** 2, axis=1))) <= 1e-3 and np.abs(d).max() <= 5e-3
+
+
+def test_slow_cg_refresh_changes_the_path_not_the_optimum(monkeypatch):
+    """A preconditioner is refactored once CG needs more than ``_SLOW`` times the
+    iterations of its first step (weights moved less than ``_REUSE``): more builds, the
+    same dense optimum."""
+    import kernelkit.ridge._falkon_logistic as fl
+    import kernelkit.ridge._falkon_logistic_pre as fp
+
+    X, y, C, w = _problem(3, n=150, m=30, seed=1)
+    ref = _dense_logistic(X, y, C, 1e-2, w)
+    ref -= ref.mean(1, keepdims=True)
+    calls = []
+    orig = fp._ClassPreconditioner.set_weights
+    monkeypatch.setattr(fp._ClassPreconditioner, "set_weights",
+                        lambda self, *a: (calls.append(1), orig(self, *a))[1])
+    monkeypatch.setattr(fl, "_REUSE", np.inf)  # only the slowdown rule refreshes
+    builds = {}
+    for slow in (np.inf, 0.0):  # never; after every step that needed a CG iteration
+        monkeypatch.setattr(fl, "_SLOW", slow)
+        calls.clear()
+        clf = FalkonClassifier(alpha=1e-2, centers=C, gamma=GAMMA, loss="logistic",
+                               tol=1e-10).fit(X, y, sample_weight=w)
+        builds[slow] = (len(calls), clf.n_iter_)
+        got = clf.decision_function(X)
+        np.testing.assert_allclose(got - got.mean(1, keepdims=True), ref, atol=1e-6)
+    assert builds[np.inf][0] == 1
+    assert builds[0.0][0] > 1

@@ -25,9 +25,14 @@ over 19, for the same accuracy and log-loss):
   (block Jacobi over classes, :mod:`._falkon_logistic_pre`: one weight per row cannot
   follow a softmax block whose curvature lies in one or two classes; 12-46 CG
   iterations per step with the shared one on 5,000 images, 7-13 per class);
-* a preconditioner is refactored only when the penalty changes or its Hessian weights
+* a preconditioner is refactored only when the penalty changes, its Hessian weights
   moved by more than 30% (L1) since it was built (5,000 images, 1,000 centers: 3
-  per-class builds instead of 4 at 10%, 63 CG iterations instead of 61);
+  per-class builds instead of 4 at 10%, 63 CG iterations instead of 61), or the last
+  step's CG took more than 1.5 times the iterations of the first step on it, and more
+  extra iterations than a refactoring costs in CG iterations (``M^2 / 6n``; all
+  60,000 images, 2,000 centers: the last step 37 CG iterations instead of 87 on the
+  stale factors, 174 in all instead of 224, one build more; refactoring at every step
+  took 98 instead of 77 at 20,000 images);
 * the fitted values and the gradient come from one pass over ``K_nM`` (``K_nM b``, then
   ``K_Mn G`` on the same row block), in float64; the step's ``K_nM d`` is summed inside
   CG from its products' ``K_nM U`` (no pass of its own);
@@ -87,6 +92,7 @@ _FINAL_CAP = 0.3      # the loosest CG tolerance at the target penalty
 _STALL = 10           # CG iterations without a 10% lower residual: stalled
 _MAX_NEWTON = 50      # Newton steps at the target penalty
 _REUSE = 0.3          # a preconditioner is kept while its weights move less (L1, relative)
+_SLOW = 1.5           # ... and while CG needs less than this times its first step's iterations
 _F32_CG_MIN = 1e-3    # float32 Hessian products while the CG tolerance is at least this
 _CLASS_PRE_BYTES = 2 * 2**30  # at most this for the k per-class factors (else shared)
 _MIXED_MAX_ERROR = 1e-4  # the float32 K_nM promise of the squared loss (ridge/_falkon.py)
@@ -234,6 +240,11 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
     per_class = not loss.binary and k * pre.m ** 2 * (4 if normal.mixed else 8) <= _CLASS_PRE_BYTES
     exact = False  # float64 products only (float32 ones stalled CG)
     cls, built = None, None  # built: (preconditioner, lambda, weights) last factored
+    it_built, it = None, 0  # CG iterations of the first step on it, of the last step
+    # a refactoring (k per class, 2 M^3 / 3 each) costs this many CG iterations (a
+    # pass over K_nM each way, 4 n M k): a slow CG refreshes only when its extra
+    # iterations would pay for it (11 at 60,000 rows and 2,000 centers, 69 at 5,000)
+    rebuild_its = m * m / (6.0 * n) / (1 if per_class else k)
     steps, curve, change = 0, [], (np.inf if B0 is None else tol)
     err = change  # the estimated relative distance of the fitted values to the optimum
     KU = np.empty((n, k))  # K_nM U of the last CG product (U = B p)
@@ -259,7 +270,9 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
                                                   np.mean(dk, axis=1, keepdims=True)) / n
             P_ = cls if cls is not None else pre
             fresh = built is None or built[0] is not P_ or built[1] != lam or (
-                np.abs(weights - built[2]).sum() > _REUSE * built[2].sum())
+                np.abs(weights - built[2]).sum() > _REUSE * built[2].sum()) or (
+                it_built is not None and it > _SLOW * max(it_built, 1)
+                and it - it_built > rebuild_its)
             if fresh:
                 with blas_threads_for(m):
                     if P_ is cls:  # the softmax blocks' diagonals, per class
@@ -267,7 +280,7 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
                     else:  # one weight per row: the mean diagonal
                         pre.scale = np.sqrt(weights[:, 0] * np.ones(m))
                         pre.set_lambda(lam)
-                built = (P_, lam, weights)
+                built, it_built = (P_, lam, weights), None
             # inexact Newton (a forcing term, Dembo, Eisenstat & Steihaug 1982): CG to
             # the last step's relative change, so that solves are loose far from the
             # optimum and only the last ones reach tol (measured: 200 -> ~30 CG
@@ -294,6 +307,7 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
                                              stall=_STALL if fast else None)
                 D = P_.B(g.reshape(m, k))
                 KmmD = kmm(D)
+            it_built = it if it_built is None else it_built
             if fast and not done:  # float32 products too rounded here: float64 from now on
                 exact = True
             t, J = _line_search(loss, F, KD, B, KB, D, KmmD, lam * n, float(np.sum(grad * D)))
