@@ -382,12 +382,18 @@ def part_speed(sizes, repeats, graph_sizes):
     return out
 
 
+def _on(part):
+    """A part's processor in its heading: parts run separately may run on different ones."""
+    return f"; {part['processor']}" if part.get("processor") else ""
+
+
 def summarize(res):
     lines = []
     if "digits" in res:
         d = res["digits"]
         lines += [f"### digits (n = {d['n']}, transductive accuracy, %, median over "
-                  f"{d['seeds']} seeds; load {d['load_start']:.1f} -> {d['load_end']:.1f})", "",
+                  f"{d['seeds']} seeds; load {d['load_start']:.1f} -> {d['load_end']:.1f}"
+                  f"{_on(d)})", "",
                   "| labels | STKR (kNN, inverse Laplacian) | LabelSpreading (rbf, CV) | "
                   "LabelSpreading (best gamma in hindsight) | kernel ridge, labeled only | "
                   "goal | met |", "|---|---|---|---|---|---|---|"]
@@ -405,7 +411,7 @@ def summarize(res):
         f = res["fashion"]
         lines += [f"### Fashion-MNIST ({f['n_train']} training rows, accuracy on "
                   f"{f['n_test']} test images, %, median over {f['seeds']} seeds; load "
-                  f"{f['load_start']:.1f} -> {f['load_end']:.1f})", "",
+                  f"{f['load_start']:.1f} -> {f['load_end']:.1f}{_on(f)})", "",
                   "| labels | STKR kNN, inverse Laplacian (k=10, eta=0.99) | STKR rbf, mu^2 (CV) | "
                   "kernel ridge (CV), "
                   "labeled only | STKR beats it | STKR kNN fit (s) | LabelSpreading rbf "
@@ -423,7 +429,8 @@ def summarize(res):
         lines.append("")
     if "solvers" in res:
         s = res["solvers"]
-        lines += [f"### CG vs Richardson (tol 1e-6, 5% labels; load {s['load_start']:.1f})", "",
+        lines += [f"### CG vs Richardson (tol 1e-6, 5% labels; load {s['load_start']:.1f}"
+                  f"{_on(s)})", "",
                   "| data | transform | solver | steps | kernel products | fit (s) |",
                   "|---|---|---|---|---|---|"]
         for r in s["runs"]:
@@ -433,7 +440,7 @@ def summarize(res):
     if "scaling" in res:
         s = res["scaling"]
         lines += [f"### Time per solver step vs n (10 right-hand sides; load "
-                  f"{s['load_start']:.1f} -> {s['load_end']:.1f})", "",
+                  f"{s['load_start']:.1f} -> {s['load_end']:.1f}{_on(s)})", "",
                   "| base kernel | n | step (s) | peak memory of a step (MiB) | graph build (s) |",
                   "|---|---|---|---|---|"]
         for r in s["knn"]:
@@ -446,7 +453,7 @@ def summarize(res):
     if "speed" in res:
         s = res["speed"]
         lines += [f"### Speed of the default fit (Fashion-MNIST, 5% labels; load "
-                  f"{s['load_start']:.1f} -> {s['load_end']:.1f})", "",
+                  f"{s['load_start']:.1f} -> {s['load_end']:.1f}{_on(s)})", "",
                   "| rows | STKR fit (s) | of which the kNN graph (s) | LabelSpreading knn fit "
                   "(s) | ratio (median) | STKR acc | LabelSpreading acc | repeats | goal | "
                   "met |", "|---|---|---|---|---|---|---|---|---|---|"]
@@ -528,8 +535,15 @@ def main():
     if "speed" in parts and fashion_ok:
         res["speed"] = part_speed([int(v) for v in args.speed_sizes.split(",")],
                                   args.speed_repeats, [("gauss5d", 20_000), ("fashion", 10_000)])
+    cpu = machine_info()["cpu_model"]
+    for k in parts:
+        if k in res:
+            res[k]["processor"] = cpu
     if JSON_PATH.exists():  # parts may run in separate invocations: merge, newest wins
         old = json.loads(JSON_PATH.read_text())
+        for k in ("digits", "fashion", "solvers", "scaling", "speed"):  # runs before the tag
+            if k in old and "processor" not in old[k]:
+                old[k]["processor"] = old.get("machine", {}).get("cpu_model", "")
         if "fashion" in res and "fashion" in old:  # Fashion-MNIST rates may run separately
             rates = {r["rate"] for r in res["fashion"]["runs"]}
             for key in ("runs", "labelspreading"):
