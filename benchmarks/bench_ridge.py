@@ -344,7 +344,7 @@ def part_i(cfg, quick):
                             "tol": est.tol, "rank": est.preconditioner_rank_,
                             "lam_min": seen["lam_min"],
                             "kappa": 1 + 2 * seen["lam_min"] / alpha, "n_iter": est.n_iter_,
-                            "estimate": estimated_iterations(seen["lam_min"], alpha, est.tol),
+                            "estimate": estimated_iterations(seen["lam_min"], alpha, est.tol, n),
                             "plateau": int(np.sum(best > 0.5))})
                         print(f"  {rows[-1]}", flush=True)
             for n, m, classes in cfg["iters_logistic"]:

@@ -215,6 +215,7 @@ def test_auto_prefers_cholesky_unless_pcg_is_clearly_faster(monkeypatch, chol_s,
     monkeypatch.setattr(_auto, "cholesky_seconds", lambda *a, **k: chol_s)
     monkeypatch.setattr(_auto, "pcg_floor_seconds", lambda *a, **k: 0.0)
     monkeypatch.setattr(_auto, "estimated_iterations", lambda *a: 10.0)
+    monkeypatch.setattr(_auto, "float64_share", lambda *a: 0.0)
     monkeypatch.setattr(_auto, "iteration_seconds", lambda *a, **k: 1e-3)
     monkeypatch.setattr(_auto._Abandon, "__call__", lambda *a: False)
     monkeypatch.setattr(_auto, "_BAIL_MARGIN", np.inf)
@@ -232,7 +233,7 @@ def test_probe_scales_the_one_core_dgemm_rate_to_the_threads(monkeypatch):
     monkeypatch.setattr(_auto.time, "perf_counter", lambda: float(next(clock)))
     probe = _auto._probe.__wrapped__  # uncached
     assert probe(1, 3, 2048) == (2 * 256**3, 1 / (2048 * 2048))
-    assert probe(2, 3, 4096) == (1.6 * 2 * 256**3, 1 / (4096 * 2048))
+    assert probe(2, 3, 4096) == (1.95 * 2 * 256**3, 1 / (4096 * 2048))
 
 
 @pytest.mark.parametrize("alpha", [1.0, 1e-6])
@@ -243,10 +244,11 @@ def test_auto_choice_follows_the_model_on_the_sketch(monkeypatch, alpha):
     rates = (3e10, 2e-10)  # a fixed machine: flops/s, seconds per float32 entry
     monkeypatch.setattr(_auto, "machine_rates", lambda *a: rates)
     op = KernelRidge(kernel="rbf", gamma=GAMMA).fit(X[:5], y[:5])._operator()
-    info = nystrom_sketch(KernelProduct(op, X, defer=True), alpha,
-                          np.random.RandomState(0))[2]
+    product = KernelProduct(op, X, defer=True)
+    share = _auto.float64_share(product, alpha, 1e-4)
+    info = nystrom_sketch(product, alpha, np.random.RandomState(0))[2]
     n = len(X)
-    pcg = (_auto.estimated_iterations(info["lam_min"], alpha, 1e-4)
+    pcg = (_auto.estimated_iterations(info["lam_min"], alpha, 1e-4, n) * (1 + share)
            * ((n * n + 8 * n * info["rank"]) * rates[1] + _auto._ITER_OVERHEAD_S))
     chol = n**3 / 3 / (_auto.POTRF_EFFICIENCY * rates[0]) + 8 * n * n * rates[1]
     expected = "pcg" if 1.2 * pcg < chol else "cholesky"
@@ -254,8 +256,9 @@ def test_auto_choice_follows_the_model_on_the_sketch(monkeypatch, alpha):
     monkeypatch.setattr(_auto._Abandon, "__call__", lambda *a: False)  # the full sketch
     m = KernelRidge(alpha=alpha, kernel="rbf", gamma=GAMMA, random_state=0).fit(X, y)
     assert m.solver_ == expected
-    # both branches covered: Cholesky 52 ms against PCG 39 ms (alpha 1, 37 iterations: 1.2
-    # x 39 < 52) and 79 ms (alpha 1e-6, 66 iterations); the floor, 29 ms, lets the sketch run
+    # both branches covered: Cholesky 43 ms against PCG 17 ms (alpha 1, 16 iterations: 1.2
+    # x 17 < 43) and 115 ms (alpha 1e-6, 48 iterations, float64 throughout predicted); the
+    # floor, 29 ms, lets the sketch run
     assert expected == ("pcg" if alpha == 1.0 else "cholesky")
 
 
@@ -319,7 +322,7 @@ def test_abandoned_sketch_is_cholesky(monkeypatch):
     it_s = _auto.iteration_seconds(5000, 625, 4, rates)
 
     def pcg(lam_final):  # the forecast without the sketch's own (microseconds) time
-        return _auto.estimated_iterations(lam_final, 1e-4, 1e-4) / 1.62 * it_s
+        return _auto.estimated_iterations(lam_final, 1e-4, 1e-4, 5000) / 1.88 * it_s
 
     # one check (rank 128, lam_min 1 >> 10 alpha): decay assumed 1 / rank, to the cap 625
     f = _auto._Abandon(5000, 1e-4, 1e-4, 1.0, rates).forecast(128, 1.0, 625)
@@ -333,7 +336,7 @@ def test_abandoned_sketch_is_cholesky(monkeypatch):
     assert pcg(0.25 * (256 / 625) ** 2) <= f < pcg(0.25 * (256 / 625) ** 2) + 0.05
     # a fast decay reaching 10 alpha before the cap: the rank stops there, lam >= 5 alpha
     f = ab.forecast(256, 2e-3, 625)
-    lo = (_auto.estimated_iterations(1e-3, 1e-4, 1e-4) / 1.62
+    lo = (_auto.estimated_iterations(1e-3, 1e-4, 1e-4, 5000) / 1.88
           * _auto.iteration_seconds(5000, 256, 4, rates))
     assert lo <= f < pcg(5e-4)
     X, y = _data(1500)
@@ -356,6 +359,27 @@ def test_abandoned_sketch_is_cholesky(monkeypatch):
                                   .fit(X, y).dual_coef_)
 
 
+@pytest.mark.parametrize("alpha, tol, expected", [
+    (1e-3, 1e-4, None), (1e-6, 1e-4, 1.0), (10.0, 1e-4, 0.0), (1e-6, 1e-8, 0.0)])
+def test_float64_share_from_the_float32_rounding_bound(alpha, tol, expected):
+    # n <= 64: every column is read, so the bound eps32 max_j ||K_:j|| / alpha is exact;
+    # a tiny alpha: float64 throughout, a large one: none; below tol 1e-6 the products
+    # are float64 from the start (nothing to switch)
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    from kernelkit.ridge._pcg import KernelProduct, product_dtype
+
+    X, _ = _data(60)
+    op = KernelRidge(kernel="rbf", gamma=GAMMA).fit(X[:5], X[:5, 0])._operator()
+    if expected is None:
+        K = rbf_kernel(X, gamma=GAMMA)
+        bound = np.finfo(np.float32).eps * np.sqrt((K**2).sum(0).max()) / alpha
+        expected = np.log10(bound / tol) / 2
+        assert 0 < expected < 1
+    product = KernelProduct(op, X, dtype=product_dtype(tol), defer=True)
+    assert _auto.float64_share(product, alpha, tol) == pytest.approx(expected, rel=1e-6)
+
+
 def test_cg_patience_counts_only_near_tol():
     # a spread spectrum: the residual stays at its start for over 5 steps, then falls;
     # plain patience=5 gives up with x = 0, counted only below 1e-2 CG converges
@@ -374,13 +398,14 @@ def test_cg_patience_counts_only_near_tol():
 
 
 def test_cost_model_closed_forms():
-    assert _auto.estimated_iterations(0.0, 1.0, 1e-4) == pytest.approx(3.7 * np.log(2e4))
-    assert _auto.estimated_iterations(4.5, 1.0, 1e-4) == pytest.approx(
-        3.7 * 10**0.09 * np.log(2e4))
+    assert _auto.estimated_iterations(0.0, 1.0, 1e-4, 5000) == pytest.approx(
+        2.53 * np.log(2e4))
+    assert _auto.estimated_iterations(4.5, 1.0, 1e-4, 20000) == pytest.approx(
+        2.53 * 10**0.17 * 4**0.38 * np.log(2e4))
     assert _auto.min_iterations(1e-4) == pytest.approx(2 * np.log(2e4))
     rates = (1e10, 1e-9)
     assert _auto.cholesky_seconds(3000, 1, rates) == pytest.approx(
-        9e9 / (0.78e10) + 8 * 9e6 * 1e-9)
+        9e9 / (0.95e10) + 8 * 9e6 * 1e-9)
     assert _auto.cholesky_seconds(3000, 2, rates) == pytest.approx(
         10 * _auto.cholesky_seconds(3000, 1, rates))
     assert _auto.iteration_seconds(1000, 100, 8, rates) == pytest.approx(

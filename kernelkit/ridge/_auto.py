@@ -4,8 +4,9 @@ Both solvers compute the same ``n x n`` kernel matrix (float64 for Cholesky, flo
 for PCG, from the same float64 arithmetic), so that cost cancels; what is weighed is
 
 * Cholesky: ``n^3 / 3`` flops of LAPACK ``potrf`` at ``POTRF_EFFICIENCY`` times the
-  machine's ``dgemm`` rate (one core's, times ``1 + 0.6 (threads - 1)``: OpenBLAS's
-  potrf ran 1.3-1.8 times faster on two quiet cores than on one), plus
+  machine's ``dgemm`` rate (one core's, times ``1 + 0.95 (threads - 1)``: on two quiet
+  cores of an AMD EPYC potrf ran at 1.87, 1.93 and 2.04 times one core's ``dgemm`` rate
+  at n 5,000, 10,000 and 20,000; 1.44 at 2,000, where the model is not consulted), plus
   ``_CHOL_PASSES`` streaming passes over the float64 ``K``: the kernel matrix is the
   factorization's own workspace (no copy), so what remains is the 1-norm (one pass),
   the two triangular solves (half the matrix each) and, where the diagonal is not
@@ -18,24 +19,27 @@ for PCG, from the same float64 arithmetic), so that cost cancels; what is weighe
   factor ``F`` (``n x r`` float64 times ``k`` columns: ``8 n r`` float32 product
   entries' worth, measured 5.4-8.4 on a 2-core AMD EPYC where the byte count says 4)
   and a fixed per-iteration overhead; measured iterations (n 2,000-5,000) took 0.86-0.96
-  times this prediction. ``t`` comes from the spectrum the preconditioner leaves, read
+  times this prediction (CG runs its BLAS on one thread, :func:`_pcg._cg_threads`).
+  ``t`` comes from the spectrum the preconditioner leaves, read
   off the sketch that PCG draws first anyway
   (:func:`~kernelkit.ridge._pcg.nystrom_sketch`): with ``lam`` the smallest Nyström
   eigenvalue and ``mu`` the smallest ``alpha``, the preconditioned condition number
   is about ``kappa = 1 + 2 lam / mu`` (Frangella, Tropp & Udell 2023, Prop. 5.3:
   ``lam + ||K - F F^T||`` over ``mu``, with ``||K - F F^T|| ~ lam``), and
-  ``t = 3.7 kappa^0.09 ln(2 / tol)``, a minimax fit of the iteration counts on
-  Fashion-MNIST (n 3,000-5,000, gamma 0.01-0.05, alpha 1e-4-1e-1, nine cells with the
-  rank cap n / 8: every count within a factor 1.62 then; on the 16 cells of
-  ``python benchmarks/bench_ridge.py --parts i`` the estimate is 0.57-1.62 times the
-  count, overestimates at most 1.62; the earlier ``2 kappa^0.23`` was off by up to
-  3.1x): CG converges far faster than the ``sqrt(kappa)`` worst case on
-  kernel spectra, fastest where the spectrum left after the sketch is flat
-  (gamma 0.05: 42-63 iterations at kappa 600-9,000; gamma 0.01: 97-121 at 280-2,800).
+  ``t = 2.53 kappa^0.17 (n / 5,000)^0.38 ln(2 / tol)``, a least-squares fit of
+  ``log t`` on the 32 cells of ``benchmarks/bench_auto.py`` (Fashion-MNIST, n 2,000-
+  20,000, gamma 0.01-0.05, alpha 1e-4-1e-1): every count within a factor 1.88 over
+  and 2.13 under the estimate (the earlier ``3.7 kappa^0.09``, fitted at n 3,000-
+  5,000 only, was 2-4 times under the counts at n 20,000): CG converges far faster
+  than the ``sqrt(kappa)`` worst case on kernel spectra, fastest where the spectrum
+  left after the sketch is flat, and slower as ``n`` grows at the same ``kappa``.
+  Where float32 rounding of the held ``K`` may keep the residual above ``tol``, a
+  share of the iterations (:func:`float64_share`) is counted at the price of float64
+  products.
 
 PCG is chosen only when predicted ``_PREFER_CHOLESKY`` = 1.2 times faster: Cholesky's
 time is that of a few LAPACK calls, PCG's varies with the iteration count (the fit
-above is within a factor 1.62) and with the machine's load. The sketch is not drawn at
+above is within a factor 2.1) and with the machine's load. The sketch is not drawn at
 all when Cholesky costs at most 1.2 times PCG's floor, what PCG cannot avoid: the
 sketch to its first rank check (128 pivots: ``2 n r (d + r + 128)`` flops of kernel
 columns and RPCholesky updates, at ``_SKETCH_COST`` = 2.5 times the ``dgemm`` time,
@@ -44,16 +48,16 @@ count measured) at that rank. On the 2-core EPYC this keeps every ``n <= 2,000``
 Fashion-MNIST from the sketch; from ``n`` 5,000 its first check is drawn and read.
 Drawn, it is abandoned as soon as PCG cannot win: at each rank check where the rank
 would still grow, the smallest Nyström eigenvalue's decay over the last doubling is
-extrapolated to the final rank (optimistically: rank-linear sketch cost, float32
-products, ``kappa`` at least 1 + 2 x 5, iterations divided by the fit's largest
-overestimate, 1.62) and when even that PCG (sketch time so far included), 1.2 times,
+extrapolated to the final rank (optimistically: rank-linear sketch cost, ``kappa``
+at least 1 + 2 x 5, iterations divided by the fit's largest overestimate, 1.88) and when even that PCG (sketch time so far included), 1.2 times,
 costs more than Cholesky, Cholesky is chosen without finishing the sketch.
 
 The two rates (``dgemm`` flops per second, seconds per float32 entry of a product with
 ``k`` columns) are measured once per process and BLAS thread count by short probes,
-each the fastest of a few runs: a 256 x 256 ``dgemm`` on one thread (a small product
-gains nothing from threads, so a threaded probe reads the threads' overhead, not the
-factorization's rate: two threads read as slow as one) and a float32 product of a
+each the fastest of a few runs: a 256 x 256 ``dgemm`` on one thread after one untimed
+call (a small product gains nothing from threads, so a threaded probe reads the
+threads' overhead, not the factorization's rate: two threads read as slow as one; a
+first call read 0.6 of the rate) and a float32 product of a
 16 MB (``n`` below 4,096) or 32 MB matrix, 15-35 ms together (up to 95 ms under load,
 most of it the first touch of that matrix). PCG is also
 watched while it runs: from ``_WATCH_FROM`` iterations on, the observed residual
@@ -76,19 +80,21 @@ import numpy as np
 
 from ..utils._threads import (blas_limit, blas_threads_for, map_row_blocks,
                               single_blas_thread)
-from ._pcg import _RANK0, _RANK_RATIO, nystrom_sketch
+from ._pcg import _RANK0, _RANK_RATIO, column_sq_norms, nystrom_sketch
 
-POTRF_EFFICIENCY = 0.78  # OpenBLAS dpotrf / one-thread dgemm rate, n 2,000-6,000 (0.6-0.85)
-_THREAD_GAIN = 0.6       # potrf's speed-up per further thread (1.3-1.8x on 2 quiet cores)
+POTRF_EFFICIENCY = 0.95  # OpenBLAS dpotrf / one-thread dgemm rate per thread (n >= 5,000)
+_THREAD_GAIN = 0.95      # potrf's speed-up per further thread (1.87-2.04x at n 5,000-20,000)
 AUTO_MIN_SAMPLES = 1024  # below: Cholesky costs less than the model's own probes
 _CHOL_PASSES = 4         # streaming passes over n^2 float64 of the Cholesky path
 _F_ENTRIES = 8           # product entries per entry of F per iteration (its 2 passes, float64)
 _ITER_OVERHEAD_S = 3e-4  # CG bookkeeping and thread dispatch per iteration
 _SKETCH_COST = 2.5       # the sketch's seconds over its flops at the threaded dgemm rate (2.2-3.2)
-_ITER_COEF, _ITER_EXP = 3.7, 0.09  # t = 3.7 kappa^0.09 ln(2 / tol): see the module notes
+# t = 2.53 kappa^0.17 (n / 5,000)^0.38 ln(2 / tol): see the module notes
+_ITER_COEF, _ITER_EXP, _ITER_N_EXP, _ITER_N0 = 2.53, 0.17, 0.38, 5000
 _MIN_ITER_COEF = 2.0     # the floor's fewest iterations, 2 ln(2 / tol): below every count seen
-_FIT_SPREAD = 1.62       # the fit's largest overestimate: the sketch's optimistic forecast
+_FIT_SPREAD = 1.88       # the fit's largest overestimate: the sketch's optimistic forecast
 _PREFER_CHOLESKY = 1.2   # PCG only when predicted this much faster (its time varies more)
+_FLOOR_DECADES = 2.0     # float32's bound this many decades above tol: float64 throughout
 _WATCH_FROM = 10         # CG steps before the observed rate is trusted
 _BAIL_MARGIN = 1.5       # PCG's predicted remaining time over Cholesky's, to switch
 _PLATEAU = 0.5           # above this relative residual the rate is not yet trusted ...
@@ -108,7 +114,8 @@ def _probe(limit, k, rows):
     A = np.full((256, 256), 0.5)
     best = math.inf
     with single_blas_thread():  # one core's rate: a small dgemm gains nothing from threads
-        for _ in range(3):
+        A @ A  # a first call ran at 0.6 of the rate (the core's clock, OpenBLAS's setup)
+        for _ in range(5):
             t0 = time.perf_counter()
             A @ A
             best = min(best, time.perf_counter() - t0)
@@ -121,10 +128,11 @@ def _probe(limit, k, rows):
         out[r0:r1] = M[r0:r1] @ V
 
     best = math.inf
-    for _ in range(2):
-        t0 = time.perf_counter()
-        map_row_blocks(job, rows, 1024)
-        best = min(best, time.perf_counter() - t0)
+    with single_blas_thread():  # as CG runs its products (see _pcg._cg_threads)
+        for _ in range(3):
+            t0 = time.perf_counter()
+            map_row_blocks(job, rows, 1024)
+            best = min(best, time.perf_counter() - t0)
     return gemm, max(best, 1e-12) / M.size
 
 
@@ -166,10 +174,33 @@ def pcg_floor_seconds(n, d, itemsize, tol, rates):
             + min_iterations(tol) * iteration_seconds(n, r, itemsize, rates))
 
 
-def estimated_iterations(lam_min, mu, tol):
-    """PCG iterations from the sketch's smallest Nyström eigenvalue (see module notes)."""
+def estimated_iterations(lam_min, mu, tol, n):
+    """PCG iterations of an order-``n`` system from the sketch's smallest Nyström
+    eigenvalue (see module notes)."""
     kappa = 1.0 + 2.0 * max(float(lam_min), 0.0) / float(mu)
-    return _ITER_COEF * kappa**_ITER_EXP * math.log(2.0 / tol)
+    return (_ITER_COEF * kappa**_ITER_EXP * (n / _ITER_N0)**_ITER_N_EXP
+            * math.log(2.0 / tol))
+
+
+def float64_share(product, mu, tol):
+    """The predicted share of CG's work done with float64 products (twice a float32
+    product's cost), from ``0`` to ``1``: where float32 rounding of a held ``K`` keeps the
+    residual above ``tol``, CG finishes on float64 products (see
+    :meth:`~kernelkit.ridge._pcg.KernelProduct.storage_error`). Its bound, ``eps32
+    max_j ||K_:j|| ||c|| / ||y||`` with ``||c|| <= ||y|| / mu``, over ``tol``: a
+    share of ``log10(bound / tol) / 2`` (on Fashion-MNIST, n 20,000: bound 0.8 tol,
+    no float64 products; 4.6 tol, a short float64 finish; 46 tol and more, a float64
+    phase as long as the float32 one or longer). The column norms are those of 64
+    evenly spaced columns (no random draw: the sketch's pivots stay those of
+    ``solver="pcg"``)."""
+    if product.dtype != np.float32 or product.op is None:
+        return 0.0
+    S = np.unique(np.linspace(0, product.n - 1, min(64, product.n)).astype(np.intp))
+    colnorm = float(np.sqrt(column_sq_norms(product.columns(S)).max(initial=0.0)))
+    bound = np.finfo(np.float32).eps * colnorm / mu
+    if not bound > tol:
+        return 0.0
+    return min(1.0, math.log10(bound / tol) / _FLOOR_DECADES)
 
 
 def min_iterations(tol):
@@ -224,9 +255,9 @@ class _Abandon:
     an optimistic PCG (see the module notes) would cost more than Cholesky's ``chol``
     seconds."""
 
-    def __init__(self, n, mu, tol, chol, rates):
+    def __init__(self, n, mu, tol, chol, rates, share=0.0):
         self.n, self.mu, self.tol = n, mu, tol
-        self.chol, self.rates = chol, rates
+        self.chol, self.rates, self.share = chol, rates, share
         self.t0, self.last = time.perf_counter(), None
 
     def forecast(self, k, lam, max_rank):
@@ -240,8 +271,9 @@ class _Abandon:
         if lam > 0 and p > 0:  # where the rank rule would stop, at the latest the cap
             r = min(r, max(k, k * (lam / target) ** (1.0 / p)))
         lam_r = max(lam * (k / r) ** p if lam > 0 else 0.0, 0.5 * target)
-        t = estimated_iterations(lam_r, self.mu, self.tol) / _FIT_SPREAD
-        return spent * r / k + t * iteration_seconds(self.n, r, 4, self.rates)
+        t = estimated_iterations(lam_r, self.mu, self.tol, self.n) / _FIT_SPREAD
+        return (spent * r / k
+                + t * (1 + self.share) * iteration_seconds(self.n, r, 4, self.rates))
 
     def __call__(self, k, lam, max_rank):
         pcg = self.forecast(k, lam, max_rank)
@@ -274,18 +306,19 @@ def choose(product, alpha, tol, n_targets, rng, progress, fits):
         progress("solver auto", level=1, cholesky_s=chol, pcg_min_s=floor, choice="cholesky")
         return "cholesky", None, None
     mu = float(a.min())
-    abandon = _Abandon(n, mu, tol, chol, rates)
+    share = float64_share(product, mu, tol)
+    abandon = _Abandon(n, mu, tol, chol, rates, share)
     sketch = nystrom_sketch(product, alpha, rng, progress, stop=abandon)
     info = sketch[2]
     if info.get("stopped"):
         progress("solver auto", level=1, cholesky_s=chol, rank=info["rank"],
                  choice="cholesky", reason="the sketch says PCG cannot win")
         return "cholesky", None, None
-    t = estimated_iterations(info["lam_min"], mu, tol)
-    pcg = t * iteration_seconds(n, info["rank"], itemsize, rates)
+    t = estimated_iterations(info["lam_min"], mu, tol, n)
+    pcg = t * (1 + share) * iteration_seconds(n, info["rank"], itemsize, rates)
     choice = "pcg" if _PREFER_CHOLESKY * pcg < chol else "cholesky"
     progress("solver auto", level=1, cholesky_s=chol, pcg_s=pcg, iterations=t,
-             rank=info["rank"], choice=choice)
+             float64_share=share, rank=info["rank"], choice=choice)
     if choice == "cholesky":
         return choice, None, None
     return choice, sketch, Watch(tol, lambda: product.build_s + chol)

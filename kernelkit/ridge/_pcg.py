@@ -21,6 +21,7 @@ float32, CG vectors and scalars in float64), else every product recomputes it bl
 through the resolver's fused ``matmul`` (float64, ``working_memory`` bounded).
 """
 
+import contextlib
 import math
 import time
 import warnings
@@ -46,6 +47,10 @@ _MAX_RANK = 4096
 # Fashion-MNIST (n 4,000, gamma 0.01-0.05, alpha 1e-3-1e-4), n / 8 took 14-30% fewer
 # iterations than n / 16, and 3-13% fewer product-equivalents counting the passes over F
 _HELD_RANK_FRACTION = 1 / 8
+# ... and at most this: the sketch's work grows as n r^2 (7.1 s at rank 2,500 against 2.8 s
+# at 1,250, n 20,000, d 784), more than the iterations it saves (Fashion-MNIST, n 20,000,
+# alpha 1e-2, gamma 0.01 / 0.05: 29.2 / 20.7 s at rank 1,250 against 31.2 / 24.1 s at 2,500)
+_MAX_HELD_RANK = 1280
 _PANEL_ROWS = 1024       # rows per thread of a held float32 product (own pool, 1 BLAS thread)
 _PATIENCE = 25           # CG steps without a 10% gain before float32 products count as stalled
 # ... counted once the residual is within this factor of tol (float32's floor lies near
@@ -542,8 +547,9 @@ def nystrom_sketch(product, alpha, random_state, progress=None, stop=None):
     weigh PCG against Cholesky before paying for ``K``, and the float64 columns let the
     pivoting resolve residuals below float32's rounding (small ``alpha``). The rank
     doubles from 128 while the smallest Nyström eigenvalue exceeds ``10 alpha``, within
-    half the held matrix's memory (or ``4 working_memory``), and ``n / 8`` when ``K``
-    is held (applying ``F`` twice per iteration then costs at most half a product).
+    half the held matrix's memory (or ``4 working_memory``), and ``n / 8``, at most
+    1,280, when ``K`` is held (applying ``F`` twice per iteration then costs at most
+    half a product, and the sketch's ``n r^2`` work stays below what it saves).
     ``stop``: see :func:`rp_cholesky`.
     """
     a = np.atleast_1d(np.asarray(alpha, np.float64))
@@ -553,7 +559,8 @@ def nystrom_sketch(product, alpha, random_state, progress=None, stop=None):
         budget = max(4 * get_config()["working_memory"] * 2**20, 0.5 * product.held_nbytes())
         max_rank = min(_MAX_RANK, n, max(_RANK0, int(budget // (16 * n))))
         if product.stored:
-            max_rank = min(max_rank, max(_RANK0, int(n * _HELD_RANK_FRACTION)))
+            max_rank = min(max_rank, _MAX_HELD_RANK,
+                           max(_RANK0, int(n * _HELD_RANK_FRACTION)))
         info = {}
         try:
             F, FtF = rp_cholesky(product.columns, product.diagonal(), mu, random_state,
@@ -609,6 +616,14 @@ def pcg_ridge(product, Y, alpha, *, tol, max_iter, random_state, progress=None,
                           owner, monitor)
 
 
+def _cg_threads(product):
+    """The BLAS region of CG over a held ``K``: one thread. Its products and the
+    preconditioner's passes run on kernelkit's own row-block pool; a BLAS thread woken
+    by CG's small operations between them spins for a while and takes a core from that
+    pool (a 10,000^2 float32 product: 0.054 s inside CG, 0.034 s alone, on 2 cores)."""
+    return single_blas_thread() if product.stored else contextlib.nullcontext()
+
+
 def _pcg_ridge(product, Y, alpha, tol, max_iter, F, FtF, progress, owner, monitor):
     a = np.atleast_1d(np.asarray(alpha, np.float64))
     n = product.n
@@ -644,29 +659,31 @@ def _pcg_ridge(product, Y, alpha, tol, max_iter, F, FtF, progress, owner, monito
     # rounding is small next to tol), or when it stalls near the noise floor of float32
     # products, eps32 cond(K + alpha I); float64 products then finish the solve
     slack = (lambda C: np.minimum(rounding(C), tol / 2)) if product.rounded else None
-    C, n_iter, rel = conjugate_gradient(apply_A, Ys, tol, max_iter, precond=precond,
-                                        progress=progress, slack=slack,
-                                        patience=_PATIENCE if product.rounded else None,
-                                        row_scale=row, monitor=monitor,
-                                        stall_below=_STALL_ZONE * tol)
+    with _cg_threads(product):
+        C, n_iter, rel = conjugate_gradient(apply_A, Ys, tol, max_iter, precond=precond,
+                                            progress=progress, slack=slack,
+                                            patience=_PATIENCE if product.rounded else None,
+                                            row_scale=row, monitor=monitor,
+                                            stall_below=_STALL_ZONE * tol)
     est = rounding(C) if product.rounded else np.zeros_like(rel)
     if product.rounded and n_iter < max_iter and not np.all(rel + est <= tol):
         # float64 products on the true residual: K held in float64 when it fits the
         # cache once the float32 copy is dropped, else recomputed blockwise per product
         op, X, sw, cache = product.op, product.X, product.sw, product.cache_size
         product.K, product.stored = None, False
-        exact = KernelProduct(op, X, sw=sw, dtype=np.float64, cache_size=cache)
+        exact = KernelProduct(op, X, sw=sw, dtype=np.float64, cache_size=cache).hold()
 
         def apply_exact(V):
             V = V.reshape(Y.shape)
             return (exact(V) + a_cols * V).reshape(n, -1)
 
-        R = Ys.reshape(n, -1) - apply_exact(C)
-        rnorm = norm(R)
-        dC, it, _ = conjugate_gradient(apply_exact, R.reshape(Ys.shape),
-                                       float(np.min(tol * safe / np.maximum(rnorm, 1e-300))),
-                                       max_iter - n_iter, precond=precond, progress=progress,
-                                       row_scale=row)
+        with _cg_threads(exact):
+            R = Ys.reshape(n, -1) - apply_exact(C)
+            rnorm = norm(R)
+            dC, it, _ = conjugate_gradient(
+                apply_exact, R.reshape(Ys.shape),
+                float(np.min(tol * safe / np.maximum(rnorm, 1e-300))), max_iter - n_iter,
+                precond=precond, progress=progress, row_scale=row)
         C, n_iter = C + dC.reshape(C.shape), n_iter + it
         rel = norm(Ys.reshape(n, -1) - apply_exact(C)) / safe
         est = np.zeros_like(rel)  # rel is now the true residual
