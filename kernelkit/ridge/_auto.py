@@ -49,8 +49,9 @@ Fashion-MNIST from the sketch; from ``n`` 5,000 its first check is drawn and rea
 Drawn, it is abandoned as soon as PCG cannot win: at each rank check where the rank
 would still grow, the smallest Nyström eigenvalue's decay over the last doubling is
 extrapolated to the final rank (optimistically: rank-linear sketch cost, ``kappa``
-at least 1 + 2 x 5, iterations divided by the fit's largest overestimate, 1.88) and when even that PCG (sketch time so far included), 1.2 times,
-costs more than Cholesky, Cholesky is chosen without finishing the sketch.
+at least 1 + 2 x 5, iterations divided by the fit's largest overestimate, 1.88) and
+when even that PCG (sketch time so far included), 1.2 times, costs more than Cholesky,
+Cholesky is chosen without finishing the sketch.
 
 The two rates (``dgemm`` flops per second, seconds per float32 entry of a product with
 ``k`` columns) are measured once per process and BLAS thread count by short probes,
@@ -58,9 +59,11 @@ each the fastest of a few runs: a 256 x 256 ``dgemm`` on one thread after one un
 call (a small product gains nothing from threads, so a threaded probe reads the
 threads' overhead, not the factorization's rate: two threads read as slow as one; a
 first call read 0.6 of the rate) and a float32 product of a
-16 MB (``n`` below 4,096) or 32 MB matrix, 15-35 ms together (up to 95 ms under load,
-most of it the first touch of that matrix). PCG is also
-watched while it runs: from ``_WATCH_FROM`` iterations on, the observed residual
+16 MB (``n`` below 4,096) or 32 MB matrix after one untimed run (the first call
+starts the row-block pool's threads), the fastest of five: 40-70 ms together in a
+new process (3.1-3.9e-10 s per entry over four runs on the 2-core EPYC, against
+3.3e-10 in products with a 20,000^2 matrix; two timed runs read 3.7-6.0e-10).
+PCG is also watched while it runs: from ``_WATCH_FROM`` iterations on, the observed residual
 decrease per step and time per step predict the time left; when that exceeds
 ``_BAIL_MARGIN`` times the cost of starting over with Cholesky (the measured time of
 the kernel matrix plus the model's factorization) and the float64 matrix fits
@@ -87,7 +90,7 @@ _THREAD_GAIN = 0.95      # potrf's speed-up per further thread (1.87-2.04x at n 
 AUTO_MIN_SAMPLES = 1024  # below: Cholesky costs less than the model's own probes
 _CHOL_PASSES = 4         # streaming passes over n^2 float64 of the Cholesky path
 _F_ENTRIES = 8           # product entries per entry of F per iteration (its 2 passes, float64)
-_ITER_OVERHEAD_S = 3e-4  # CG bookkeeping and thread dispatch per iteration
+_ITER_OVERHEAD_S = 3e-3  # CG's bookkeeping, small products, dispatch (3-4 ms, n 5,000-20,000)
 _SKETCH_COST = 2.5       # the sketch's seconds over its flops at the threaded dgemm rate (2.2-3.2)
 # t = 2.53 kappa^0.17 (n / 5,000)^0.38 ln(2 / tol): see the module notes
 _ITER_COEF, _ITER_EXP, _ITER_N_EXP, _ITER_N0 = 2.53, 0.17, 0.38, 5000
@@ -129,7 +132,8 @@ def _probe(limit, k, rows):
 
     best = math.inf
     with single_blas_thread():  # as CG runs its products (see _pcg._cg_threads)
-        for _ in range(3):
+        map_row_blocks(job, rows, 1024)  # untimed: the pool's threads may start here
+        for _ in range(5):
             t0 = time.perf_counter()
             map_row_blocks(job, rows, 1024)
             best = min(best, time.perf_counter() - t0)
