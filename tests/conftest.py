@@ -28,3 +28,12 @@ def engine(request):
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+@pytest.fixture
+def auto_model_from_1024(monkeypatch):
+    """``solver="auto"`` consults its cost model from 1,024 samples (its default threshold,
+    3,000, would make the tests of the model's branches slow)."""
+    from kernelkit.ridge import _auto
+
+    monkeypatch.setattr(_auto, "AUTO_MIN_SAMPLES", 1024)

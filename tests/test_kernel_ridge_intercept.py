@@ -206,6 +206,7 @@ def test_sklearn_compatible_with_intercept(estimator, check):
     check(estimator)
 
 
+@pytest.mark.usefixtures("auto_model_from_1024")
 def test_auto_pcg_and_its_bail_out_keep_the_intercept(monkeypatch):
     from kernelkit.ridge import _auto
 

@@ -125,6 +125,7 @@ def test_small_pcg_fit_calibrates_on_exact_loo_values(k, intercept):
     assert again.calibration_temperature_ == clf.calibration_temperature_
 
 
+@pytest.mark.usefixtures("auto_model_from_1024")
 def test_auto_solver_of_a_calibrated_classifier_factors_once(monkeypatch):
     # above AUTO_MIN_SAMPLES "auto" weighs pcg against Cholesky; with the calibration on
     # and n <= LOO_MAX_ROWS one factorization gives the fit and its leave-one-out values

@@ -126,6 +126,7 @@ def _no_probe(*a, **k):
     raise AssertionError("the cost model was consulted")
 
 
+@pytest.mark.usefixtures("auto_model_from_1024")
 def test_auto_tiny_n_alpha_zero_and_memory_rules_need_no_model(monkeypatch):
     X, y = _data(1100)
     monkeypatch.setattr(_auto, "_probe", _no_probe)
@@ -178,6 +179,7 @@ def test_auto_large_n_large_alpha_is_pcg_and_equals_it(monkeypatch):
     assert (m.n_iter_, m.preconditioner_rank_) == (p.n_iter_, p.preconditioner_rank_)
 
 
+@pytest.mark.usefixtures("auto_model_from_1024")
 @pytest.mark.parametrize("chol_s, expected", [(0.0, "cholesky"), (1e9, "pcg")])
 def test_auto_forced_branches_equal_the_chosen_solver(monkeypatch, chol_s, expected):
     X, Y = _data(1200, k=3)
@@ -208,6 +210,7 @@ def test_auto_draws_no_sketch_where_pcg_cannot_win(monkeypatch, rates):
                                   .fit(X, Y).dual_coef_)
 
 
+@pytest.mark.usefixtures("auto_model_from_1024")
 @pytest.mark.parametrize("chol_s, expected", [(0.011, "cholesky"), (0.013, "pcg")])
 def test_auto_prefers_cholesky_unless_pcg_is_clearly_faster(monkeypatch, chol_s, expected):
     # PCG predicted at 10 iterations of 1 ms: chosen only when Cholesky costs more than
@@ -236,6 +239,7 @@ def test_probe_scales_the_one_core_dgemm_rate_to_the_threads(monkeypatch):
     assert probe(2, 3, 4096) == (1.95 * 2 * 256**3, 1 / (4096 * 2048))
 
 
+@pytest.mark.usefixtures("auto_model_from_1024")
 @pytest.mark.parametrize("alpha", [1.0, 1e-6])
 def test_auto_choice_follows_the_model_on_the_sketch(monkeypatch, alpha):
     from kernelkit.ridge._pcg import KernelProduct, nystrom_sketch
@@ -317,6 +321,7 @@ def test_watch_waits_out_cg_early_plateau(monkeypatch):
         w(it, 0.9 if it < 6 else 0.45 * 0.5 ** (it - 6))
 
 
+@pytest.mark.usefixtures("auto_model_from_1024")
 def test_abandoned_sketch_is_cholesky(monkeypatch):
     rates = (2e10, 1e-9)
     it_s = _auto.iteration_seconds(5000, 625, 4, rates)

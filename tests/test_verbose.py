@@ -121,6 +121,7 @@ def test_first_line_comes_before_the_first_expensive_step(est, args, monkeypatch
     assert capsys.readouterr().out == ""
 
 
+@pytest.mark.usefixtures("auto_model_from_1024")
 def test_auto_solver_says_what_it_chose_and_why(capsys):
     KernelRidge(kernel="rbf", gamma=0.5, alpha=0.1, verbose=1).fit(X, y)
     first = capsys.readouterr().out.splitlines()[0]
