@@ -48,8 +48,8 @@ all when Cholesky costs at most 1.2 times PCG's floor, what PCG cannot avoid: th
 sketch to its first rank check (128 pivots: ``2 n r (d + r + 128)`` flops of kernel
 columns and RPCholesky updates, at ``_SKETCH_COST`` = 2.5 times the ``dgemm`` time,
 measured 2.2-3.2 on whole sketches) and ``2 ln(2 / tol)`` iterations (fewer than any
-count measured) at that rank. On the 2-core EPYC this keeps every ``n <= 2,000`` of
-Fashion-MNIST from the sketch; from ``n`` 5,000 its first check is drawn and read.
+count measured) at that rank. On Fashion-MNIST on the 2-core EPYC, from ``n`` 5,000
+the first check is drawn and read.
 Drawn, it is abandoned as soon as PCG cannot win: at each rank check where the rank
 would still grow, the smallest Nyström eigenvalue's decay over the last doubling is
 extrapolated to the final rank (optimistically: rank-linear sketch cost, ``kappa``
@@ -67,8 +67,8 @@ first call read 0.6 of the rate) and a float32 product of a
 starts the row-block pool's threads), the fastest of five: 40-70 ms together in a
 new process (3.1-3.9e-10 s per entry over four runs on the 2-core EPYC, against
 3.3e-10 in products with a 20,000^2 matrix; two timed runs read 3.7-6.0e-10).
-PCG is also watched while it runs: from ``_WATCH_FROM`` iterations on, the observed residual
-decrease per step and time per step predict the time left; when that exceeds
+PCG is also watched while it runs: from ``_WATCH_FROM`` iterations on, the observed
+residual decrease per step and time per step predict the time left; when that exceeds
 ``_BAIL_MARGIN`` times the cost of starting over with Cholesky (the measured time of
 the kernel matrix plus the model's factorization) and the float64 matrix fits
 ``cache_size``, the fit switches to Cholesky (the result is then exactly
