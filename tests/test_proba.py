@@ -91,7 +91,30 @@ def test_argmax_is_predict_and_rows_sum_to_one(name, k, n, seed):
     np.testing.assert_allclose(np.exp(clf.predict_log_proba(X)), P, rtol=1e-12)
 
 
-def test_eigenpro_temperature_on_its_held_out_rows():
+def test_eigenpro_temperature_on_its_out_of_fold_values():
+    # up to OOF_MAX_ROWS: 5-fold out-of-fold values of models fitted with calibration=None,
+    # the model itself fitted as with calibration=None
+    X, y = _data(1)
+    clf = FACTORIES["eigenpro"]().fit(X, y)
+    d = np.empty((len(y), 3))
+    for tr, te in StratifiedKFold(5, shuffle=True, random_state=0).split(X, y):
+        d[te] = FACTORIES["eigenpro"](calibration=None).fit(X[tr], y[tr]).decision_function(X[te])
+    assert clf.calibration_temperature_ == pytest.approx(_direct_temperature(d, y), rel=1e-5)
+    ref = FACTORIES["eigenpro"](calibration=None).fit(X, y)
+    np.testing.assert_array_equal(clf.decision_function(X), ref.decision_function(X))
+    # tol=None (no early stopping): the model trains on every row
+    assert FACTORIES["eigenpro"](tol=None).fit(X, y).centers_.shape[0] == len(y)
+    # a class with fewer rows than folds: the held-out split instead
+    y4 = y.copy()
+    y4[:4] = 3
+    few = FACTORIES["eigenpro"](tol=None).fit(X, y4)
+    assert few.centers_.shape[0] == len(y) - int(np.ceil(0.1 * len(y)))
+
+
+def test_eigenpro_temperature_on_its_held_out_rows(monkeypatch):
+    from kernelkit.eigenpro import _classifier
+
+    monkeypatch.setattr(_classifier, "OOF_MAX_ROWS", 0)  # the large-n rule at n = 120
     X, y = _data(1)
     clf = FACTORIES["eigenpro"]().fit(X, y)
     # EigenPro 2: centers_ are the training rows; the others were held out
@@ -139,10 +162,12 @@ def test_kons_temperature_on_prequential_values():
 def _two_class_oos(name, X, y):
     """A binary fit and the out-of-sample decision values (with their labels) that it
     calibrated on, recomputed as the tests above do."""
-    if name == "eigenpro":
+    if name == "eigenpro":  # 5-fold out-of-fold values (n <= OOF_MAX_ROWS)
         clf = FACTORIES[name]().fit(X, y)
-        held = ~np.any(np.all(X[:, None, :] == clf.centers_[None], axis=2), axis=1)
-        return clf, clf.decision_function(X[held]), y[held]
+        d = np.empty(len(y))
+        for tr, te in StratifiedKFold(5, shuffle=True, random_state=0).split(X, y):
+            d[te] = FACTORIES[name](calibration=None).fit(X[tr], y[tr]).decision_function(X[te])
+        return clf, d, y
     if name == "stkr":
         y_semi = y.copy()
         y_semi[len(y) // 2:] = -1

@@ -1,7 +1,9 @@
 """EigenProClassifier: one-vs-all EigenPro on one-hot targets, calibrated probabilities."""
 
 import numpy as np
+from sklearn.base import clone
 from sklearn.metrics import accuracy_score
+from sklearn.model_selection import StratifiedKFold
 from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
@@ -10,9 +12,17 @@ from ..backend import resolve_backend
 from ..utils._class_weight import check_class_weight, row_weights
 from ..utils._classes import CALIBRATION_ATTR_DOC, CALIBRATION_DOC, OneVsAllClassifierMixin
 from ..utils._state import atomic
+from ..utils._verbose import Progress
 from ._estimators import _BaseEigenPro, fill_doc
 
 __all__ = ["EigenProClassifier"]
+
+# Up to this many rows the calibration reads 5-fold out-of-fold decision values: the
+# held-out tenth leaves too few values for the map (57 on breast_cancer, whose
+# log-loss came out 3% above scikit-learn's 5-fold CalibratedClassifierCV of the same
+# classifier), and five more fits cost little there
+OOF_MAX_ROWS = 2000
+_OOF_FOLDS = 5
 
 _CLASS_PARAMS = """
     class_weight : dict, "balanced" or None, default=None
@@ -20,7 +30,11 @@ _CLASS_PARAMS = """
         them (``"balanced"``: ``n_samples / (n_classes * bincount(y))``), multiplied
         with ``sample_weight``. A class that is not in ``y`` is a ValueError.
     """ + CALIBRATION_DOC + """
-        Out-of-sample values: the decision values of the held-out
+        Out-of-sample values: up to 2,000 rows (when every class has at least 5),
+        the 5-fold out-of-fold decision values of models fitted as this one (same
+        parameters and row weights, ``calibration=None``, stratified folds seeded by an
+        int ``random_state``, else 0), the model itself then fitted as with
+        ``calibration=None``; above that, the decision values of the held-out
         ``validation_fraction`` of the rows (the early-stopping split). Without that
         split (``tol=None`` or ``early_stopping=False``) the same fraction is still
         held out (stratified) for the calibration and the model trains on the other
@@ -125,15 +139,51 @@ class EigenProClassifier(OneVsAllClassifierMixin, _BaseEigenPro):
             raise ValueError(f"EigenProClassifier needs samples of at least 2 classes; got "
                              f"only class {classes[0]!r}.")
         w = row_weights(self.class_weight, y, sample_weight, classes, X)
-        self._label_binarizer, self.classes_ = binarizer, classes
-        held_out = self._fit(X, Y, y, params, backend, w, hold_out=calibrate)
         y_idx = np.searchsorted(classes, y)
-        if held_out is None:  # fewer than 3 rows: none can be held out
+        folds = self._calibration_folds(y_idx) if calibrate else None
+        if folds is not None:  # before the model itself: a failing fold changes nothing
+            Progress(self, params["verbose"])(
+                f"n={len(y)}: {_OOF_FOLDS} fits for the calibration's out-of-fold values, "
+                "then the model on every row", level=1)
+            oof = self._out_of_fold(X, y, w, folds)
+        self._label_binarizer, self.classes_ = binarizer, classes
+        held_out = self._fit(X, Y, y, params, backend, w, hold_out=calibrate and folds is None)
+        if folds is not None:
+            rows, dec = np.arange(len(y)), oof
+        elif held_out is None:  # fewer than 3 rows: none can be held out
             rows, dec = np.arange(len(y)), self.decision_function(X)
         else:
             rows, pred = held_out
             dec = pred[:, 0] - self._binary_offset if pred.shape[1] == 1 else pred
         return self._fit_calibration(dec, y_idx[rows], None if w is None else w[rows])
+
+    def _calibration_folds(self, y_idx):
+        """Stratified ``(train, test)`` folds for the out-of-fold calibration, or None
+        (more than ``OOF_MAX_ROWS`` rows, or a class with fewer rows than folds)."""
+        counts = np.bincount(y_idx)
+        if y_idx.shape[0] > OOF_MAX_ROWS or counts.min() < _OOF_FOLDS:
+            return None
+        rs = self.random_state
+        seed = rs if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else 0
+        cv = StratifiedKFold(_OOF_FOLDS, shuffle=True, random_state=seed)
+        return list(cv.split(np.zeros((y_idx.shape[0], 1)), y_idx))
+
+    def _out_of_fold(self, X, y, w, folds):
+        """Decision values of each fold's rows by a model fitted, as this one with
+        ``calibration=None``, on the other folds (``decision_function``'s layout). The
+        folds take their rows' weights ``w`` (class and sample weights, computed on all
+        of ``y``, as the model itself), so ``class_weight="balanced"`` and its sample
+        weights calibrate alike."""
+        base = clone(self).set_params(calibration=None, class_weight=None, verbose=0)
+        out = None
+        for train, test in folds:
+            sw = None if w is None else w[train]
+            model = clone(base).fit(X[train], y[train], sample_weight=sw)
+            dec = model.decision_function(X[test])
+            if out is None:
+                out = np.empty((X.shape[0],) + dec.shape[1:])
+            out[test] = dec
+        return out
 
     def _validation_score(self, Y_val, pred, scale, weights):
         Y_val, pred = Y_val * scale, pred * scale  # the 0/1 targets: 1/2 thresholds
