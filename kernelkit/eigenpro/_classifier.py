@@ -174,7 +174,10 @@ class EigenProClassifier(OneVsAllClassifierMixin, _BaseEigenPro):
         folds take their rows' weights ``w`` (class and sample weights, computed on all
         of ``y``, as the model itself), so ``class_weight="balanced"`` and its sample
         weights calibrate alike."""
-        base = clone(self).set_params(calibration=None, class_weight=None, verbose=0)
+        params = self.get_params(deep=False)
+        client = params.pop("client", None)  # shared, not deep-copied as clone would
+        base = clone(type(self)(**params)).set_params(calibration=None, class_weight=None,
+                                                      verbose=0, client=client)
         out = None
         for train, test in folds:
             sw = None if w is None else w[train]
