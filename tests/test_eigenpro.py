@@ -347,8 +347,11 @@ def test_convergence_warning_and_verbose(capsys):
     with pytest.warns(ConvergenceWarning, match="max_iter=1"):
         EigenProClassifier(max_iter=1, random_state=0, verbose=1).fit(X, y)
     out = capsys.readouterr().out
-    # the first line comes before the split's and the centers' copies (seconds at 60,000)
-    assert out.startswith("[EigenProClassifier] n=150, d=4, 3 target(s): the validation split")
+    # the first line comes before the calibration's out-of-fold fits (n <= 2,000), the
+    # model's before the split's and the centers' copies (seconds at 60,000)
+    assert out.startswith("[EigenProClassifier] n=150: 5 fits for the calibration's out-of-")
+    assert "\n[EigenProClassifier] n=150, d=4, 3 target(s): the validation split" in out
+    assert out.count("epoch 1/1") == 1  # the folds' fits are quiet
     assert "[EigenProClassifier] epoch 1/1: training_loss=" in out
     assert "validation_score=" in out
     with warnings.catch_warnings():

@@ -1,7 +1,10 @@
 """EigenProClassifier: one-vs-all EigenPro on one-hot targets, calibrated probabilities."""
 
+import warnings
+
 import numpy as np
 from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score
 from sklearn.model_selection import StratifiedKFold
 from sklearn.preprocessing import LabelBinarizer
@@ -181,7 +184,9 @@ class EigenProClassifier(OneVsAllClassifierMixin, _BaseEigenPro):
         out = None
         for train, test in folds:
             sw = None if w is None else w[train]
-            model = clone(base).fit(X[train], y[train], sample_weight=sw)
+            with warnings.catch_warnings():  # one warning, the model's own, not one per fold
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                model = clone(base).fit(X[train], y[train], sample_weight=sw)
             dec = model.decision_function(X[test])
             if out is None:
                 out = np.empty((X.shape[0],) + dec.shape[1:])

@@ -41,16 +41,12 @@ _RANK0 = 128             # first rank checked (then doubled)
 _BLOCK = 128             # pivots drawn per block-RPCholesky step
 _RANK_RATIO = 10.0       # stop growing once the last Nyström eigenvalue <= this * alpha
 _MAX_RANK = 4096
-# A held K: the preconditioner's two passes over F (n x r float64) per iteration cost
-# about 4 r / n of a float32 product over K; r <= n / 8 keeps them within a half. The
-# cap binds only where alpha is small (the rank rule still wants more): there, on
-# Fashion-MNIST (n 4,000, gamma 0.01-0.05, alpha 1e-3-1e-4), n / 8 took 14-30% fewer
-# iterations than n / 16, and 3-13% fewer product-equivalents counting the passes over F
-_HELD_RANK_FRACTION = 1 / 8
-# ... and at most this: the sketch's work grows as n r^2 (7.1 s at rank 2,500 against 2.8 s
-# at 1,250, n 20,000, d 784), more than the iterations it saves (Fashion-MNIST, n 20,000,
-# alpha 1e-2, gamma 0.01 / 0.05: 29.2 / 20.7 s at rank 1,250 against 31.2 / 24.1 s at 2,500)
-_MAX_HELD_RANK = 1280
+# A held K: the two passes over F (n x r float64) per iteration cost about 4 r / n of a
+# float32 product; r <= n / 8 keeps them within a half (on Fashion-MNIST, n 4,000, alpha
+# 1e-3-1e-4: 14-30% fewer iterations than n / 16, 3-13% fewer product-equivalents), and
+# r <= 1,280: beyond, the sketch's n r^2 work outgrows its saving (n 20,000, alpha 1e-2:
+# fits of 29.2 / 20.7 s at rank 1,250, 31.2 / 24.1 s at 2,500, gamma 0.01 / 0.05)
+_HELD_RANK_FRACTION, _MAX_HELD_RANK = 1 / 8, 1280
 _PANEL_ROWS = 1024       # rows per thread of a held float32 product (own pool, 1 BLAS thread)
 _PATIENCE = 25           # CG steps without a 10% gain before float32 products count as stalled
 # ... counted once the residual is within this factor of tol (float32's floor lies near
@@ -541,9 +537,8 @@ def _not_converged(who, n_iter, max_iter, rel, tol, alternative):
 
 
 def nystrom_sketch(product, alpha, random_state, progress=None, stop=None):
-    """The Nyström factor of the preconditioner, ``(F, FtF, info)`` (see :func:`rp_cholesky`).
-
-    Drawn before a held ``K`` is computed (:meth:`KernelProduct.hold`), from float64
+    """The Nyström factor of the preconditioner, ``(F, FtF, info)`` (see :func:`rp_cholesky`):
+    drawn before a held ``K`` is computed (:meth:`KernelProduct.hold`), from float64
     columns of the kernel: ``solver="auto"`` reads the spectrum it leaves (``info``) to
     weigh PCG against Cholesky before paying for ``K``, and the float64 columns let the
     pivoting resolve residuals below float32's rounding (small ``alpha``). The rank
@@ -560,8 +555,7 @@ def nystrom_sketch(product, alpha, random_state, progress=None, stop=None):
         budget = max(4 * get_config()["working_memory"] * 2**20, 0.5 * product.held_nbytes())
         max_rank = min(_MAX_RANK, n, max(_RANK0, int(budget // (16 * n))))
         if product.stored:
-            max_rank = min(max_rank, _MAX_HELD_RANK,
-                           max(_RANK0, int(n * _HELD_RANK_FRACTION)))
+            max_rank = min(max_rank, _MAX_HELD_RANK, max(_RANK0, int(n * _HELD_RANK_FRACTION)))
         info = {}
         try:
             F, FtF = rp_cholesky(product.columns, product.diagonal(), mu, random_state,
@@ -618,10 +612,9 @@ def pcg_ridge(product, Y, alpha, *, tol, max_iter, random_state, progress=None,
 
 
 def _cg_threads(product):
-    """The BLAS region of CG over a held ``K``: one thread. Its products and the
-    preconditioner's passes run on kernelkit's own row-block pool; a BLAS thread woken
-    by CG's small operations between them spins for a while and takes a core from that
-    pool (a 10,000^2 float32 product: 0.054 s inside CG, 0.034 s alone, on 2 cores)."""
+    """CG over a held ``K`` on one BLAS thread: its products run on kernelkit's row-block
+    pool, and a BLAS thread woken by CG's small operations spins on a core that pool needs
+    (a 10,000^2 float32 product: 0.054 s inside CG, 0.034 s alone, on 2 cores)."""
     return single_blas_thread() if product.stored else contextlib.nullcontext()
 
 
