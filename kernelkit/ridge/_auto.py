@@ -28,7 +28,8 @@ for PCG, from the same float64 arithmetic), so that cost cancels; what is weighe
   ``lam + ||K - F F^T||`` over ``mu``, with ``||K - F F^T|| ~ lam``), and
   ``t = 2.53 kappa^0.17 (n / 5,000)^0.38 ln(2 / tol)``, a least-squares fit of
   ``log t`` on the 32 cells of ``benchmarks/bench_auto.py`` (Fashion-MNIST, n 2,000-
-  20,000, gamma 0.01-0.05, alpha 1e-4-1e-1): every count within a factor 1.88 over
+  20,000, gamma 0.01-0.05, alpha 1e-4-1e-1, run before the rank cap 1,280 (n / 8),
+  counts including float64 finishes): every count within a factor 1.88 over
   and 2.13 under the estimate (the earlier ``3.7 kappa^0.09``, fitted at n 3,000-
   5,000 only, was 2-4 times under the counts at n 20,000): CG converges far faster
   than the ``sqrt(kappa)`` worst case on kernel spectra, fastest where the spectrum
