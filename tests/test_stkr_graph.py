@@ -156,9 +156,9 @@ def test_calibration_refits_are_batched_without_changing_the_fit():
     np.testing.assert_allclose(cal.residuals_, plain.residuals_, rtol=1e-12)
     np.testing.assert_allclose(cal.dual_coef_, plain.dual_coef_, rtol=0, atol=1e-13)
     # one fold alone: its held-out decision values from a refit without those labels
-    from kernelkit.stkr._estimators import _calibration_folds
+    from kernelkit.utils._calibration import calibration_folds
 
-    rows, held = _calibration_folds((y[lab] == 1).astype(int), None)[0]
+    rows, held = calibration_folds((y[lab] == 1).astype(int), None)[0]
     y_fold = y.copy()
     y_fold[lab[held]] = -1
     refit = STKRClassifier(calibration=None, **kw).fit(X, y_fold)

@@ -6,12 +6,12 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score
-from sklearn.model_selection import StratifiedKFold
 from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from ..backend import resolve_backend
+from ..utils._calibration import calibration_folds
 from ..utils._class_weight import check_class_weight, row_weights
 from ..utils._classes import CALIBRATION_ATTR_DOC, CALIBRATION_DOC, OneVsAllClassifierMixin
 from ..utils._state import atomic
@@ -35,13 +35,13 @@ _CLASS_PARAMS = """
     """ + CALIBRATION_DOC + """
         Out-of-sample values: up to 2,000 rows (when every class has at least 5),
         the 5-fold out-of-fold decision values of models fitted as this one (same
-        parameters and row weights, ``calibration=None``, stratified folds seeded by an
-        int ``random_state``, else 0), the model itself then fitted as with
-        ``calibration=None``; above that, the decision values of the held-out
-        ``validation_fraction`` of the rows (the early-stopping split). Without that
-        split (``tol=None`` or ``early_stopping=False``) the same fraction is still
-        held out (stratified) for the calibration and the model trains on the other
-        rows; ``calibration=None`` trains on all of them."""
+        parameters and row weights, ``calibration=None``; stratified folds shuffled by
+        ``random_state``, in the rows' order when it is None), the model itself then
+        fitted as with ``calibration=None``; above that, the decision values of the
+        held-out ``validation_fraction`` of the rows (the early-stopping split).
+        Without that split (``tol=None`` or ``early_stopping=False``) the same
+        fraction is still held out (stratified) for the calibration and the model
+        trains on the other rows; ``calibration=None`` trains on all of them."""
 
 _CLASS_ATTRS = """
     """ + CALIBRATION_ATTR_DOC
@@ -163,13 +163,9 @@ class EigenProClassifier(OneVsAllClassifierMixin, _BaseEigenPro):
     def _calibration_folds(self, y_idx):
         """Stratified ``(train, test)`` folds for the out-of-fold calibration, or None
         (more than ``OOF_MAX_ROWS`` rows, or a class with fewer rows than folds)."""
-        counts = np.bincount(y_idx)
-        if y_idx.shape[0] > OOF_MAX_ROWS or counts.min() < _OOF_FOLDS:
+        if y_idx.shape[0] > OOF_MAX_ROWS or np.bincount(y_idx).min() < _OOF_FOLDS:
             return None
-        rs = self.random_state
-        seed = rs if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else 0
-        cv = StratifiedKFold(_OOF_FOLDS, shuffle=True, random_state=seed)
-        return list(cv.split(np.zeros((y_idx.shape[0], 1)), y_idx))
+        return calibration_folds(y_idx, self.random_state, _OOF_FOLDS)
 
     def _out_of_fold(self, X, y, w, folds):
         """Decision values of each fold's rows by a model fitted, as this one with
@@ -177,16 +173,16 @@ class EigenProClassifier(OneVsAllClassifierMixin, _BaseEigenPro):
         folds take their rows' weights ``w`` (class and sample weights, computed on all
         of ``y``, as the model itself), so ``class_weight="balanced"`` and its sample
         weights calibrate alike."""
-        params = self.get_params(deep=False)
-        client = params.pop("client", None)  # shared, not deep-copied as clone would
-        base = clone(type(self)(**params)).set_params(calibration=None, class_weight=None,
-                                                      verbose=0, client=client)
+        # the Dask client is shared, not deep-copied as clone copies the other parameters
+        base = type(self)(**{**self.get_params(deep=False), "calibration": None,
+                             "class_weight": None, "verbose": 0, "client": None})
         out = None
         for train, test in folds:
             sw = None if w is None else w[train]
             with warnings.catch_warnings():  # one warning, the model's own, not one per fold
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                model = clone(base).fit(X[train], y[train], sample_weight=sw)
+                model = clone(base).set_params(client=self.client)
+                model.fit(X[train], y[train], sample_weight=sw)
             dec = model.decision_function(X[test])
             if out is None:
                 out = np.empty((X.shape[0],) + dec.shape[1:])

@@ -4,17 +4,14 @@ Zhai, Pukdee, Jin, Balcan & Ravikumar, "Spectrally Transformed Kernel Regression
 ICLR 2024 (arXiv:2402.00645).
 """
 
-import copy
-
 import numpy as np
 from sklearn.base import MultiOutputMixin, RegressorMixin
 from sklearn.metrics import accuracy_score, r2_score
-from sklearn.model_selection import KFold, StratifiedKFold
-from sklearn.utils import check_array, check_random_state
+from sklearn.utils import check_array
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import assert_all_finite, column_or_1d
 
-from ..utils._calibration import predict_log_proba_from
+from ..utils._calibration import calibration_folds, predict_log_proba_from
 from ..utils._class_weight import check_class_weight, row_weights
 from ..utils._classes import CALIBRATION_ATTR_DOC, CALIBRATION_DOC, OneVsAllClassifierMixin
 from ..utils._state import atomic
@@ -438,7 +435,7 @@ class STKRClassifier(OneVsAllClassifierMixin, _STKRBase):
         w = None if w is None else _positive(w)
         Y = np.zeros((labeled.size, classes.size))
         Y[np.arange(labeled.size), idx] = 1.0
-        folds = _calibration_folds(idx, self.random_state) if calibrate else None
+        folds = calibration_folds(idx, self.random_state) if calibrate else None
         fitted, oos = self._fit_targets(X, Y, labeled, coefs, w, folds)
         self.classes_ = classes
         self.transduction_ = classes[fitted.argmax(axis=1)]
@@ -513,23 +510,6 @@ def _positive(w):
         raise ValueError("sample_weight (times class_weight) is zero on every labeled row; "
                          "at least one labeled row needs a positive weight.")
     return w
-
-
-def _calibration_folds(idx, random_state, n_splits=5):
-    """Folds of the labeled rows (stratified when every class allows it), shuffled by
-    ``random_state``; None keeps the rows' order (the fit stays deterministic)."""
-    counts = np.bincount(idx)
-    k = int(min(n_splits, idx.size))
-    kw = {} if random_state is None else dict(shuffle=True, random_state=_seed(random_state))
-    cv = StratifiedKFold(k, **kw) if counts.min() >= k else KFold(k, **kw)
-    return list(cv.split(np.zeros((idx.size, 1)), idx))
-
-
-def _seed(random_state):
-    """An int seed from ``random_state`` without advancing a caller's generator."""
-    if random_state is None or isinstance(random_state, (int, np.integer)):
-        return random_state
-    return int(copy.deepcopy(check_random_state(random_state)).randint(2**31 - 1))
 
 
 def _check_class_targets(y, n):

@@ -49,9 +49,13 @@ slope of its own, and then both slopes are the temperature ``beta``. A problem t
 symmetric under ``d -> -d`` with the labels swapped gets ``a_plus == a_minus == beta``.
 """
 
+import copy
+
 import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax
+from sklearn.model_selection import KFold, StratifiedKFold
+from sklearn.utils import check_random_state
 
 # beta is searched over [1e-6, 1e6] / (score scale): beyond, the map is a step or flat
 _LOG_BETA_RANGE = 6.0 * np.log(10.0)
@@ -211,3 +215,21 @@ def predict_log_proba_from(decision, beta, slopes=None):
         return log_softmax(beta * S, axis=1)
     a = np.where(S[:, 1] > 0, slopes[1], slopes[0])
     return log_softmax(a[:, None] * S, axis=1)
+
+
+def calibration_folds(idx, random_state, n_splits=5):
+    """Folds of the rows with class indices ``idx`` for out-of-fold calibration values
+    (stratified when every class allows it), shuffled by ``random_state``; None keeps
+    the rows' order (the fit stays deterministic)."""
+    counts = np.bincount(idx)
+    k = int(min(n_splits, idx.size))
+    kw = {} if random_state is None else dict(shuffle=True, random_state=_seed(random_state))
+    cv = StratifiedKFold(k, **kw) if counts.min() >= k else KFold(k, **kw)
+    return list(cv.split(np.zeros((idx.size, 1)), idx))
+
+
+def _seed(random_state):
+    """An int seed from ``random_state`` without advancing a caller's generator."""
+    if random_state is None or isinstance(random_state, (int, np.integer)):
+        return random_state
+    return int(copy.deepcopy(check_random_state(random_state)).randint(2**31 - 1))
