@@ -6,7 +6,10 @@ kernelkit ``solver="cholesky"``, ``"pcg"``, ``"auto"`` and of
 :class:`sklearn.kernel_ridge.KernelRidge` (where its two ``n x n`` float64 matrices
 fit in memory). Each fit runs in a fresh subprocess (so ``"auto"`` pays its
 once-per-process probes, as a user's first fit does; peak = VmHWM after the data
-are loaded), after a 50-row warm-up fit that loads kernelkit's Numba kernels.
+are loaded), after a 50-row warm-up fit that loads kernelkit's Numba kernels. Up to
+n = 10,000 every cell is fitted ``REPEATS`` times, the kinds taking turns, and its
+median time is compared (one fit of a few seconds varied by up to 1.6x between runs
+on a quiet 2-core machine); at n = 20,000 once.
 
 Goals per cell: auto <= 1.1 x min(cholesky, pcg) and <= scikit-learn's time; test
 error of pcg and auto equal to Cholesky's within 0.001. At n = 20,000: pcg at least
@@ -19,11 +22,11 @@ reused time), which saves six fits of a minute or more at n = 20,000.
 
 Usage::
 
-    python benchmarks/bench_auto.py            # full grid (about 30 min on 2 quiet cores);
+    python benchmarks/bench_auto.py            # full grid (about 50 min on 2 quiet cores);
                                                # writes results_auto.json and its section
                                                # of RESULTS.md
     python benchmarks/bench_auto.py --sizes 2000,5000,10000   # the grid in parts (about
-    python benchmarks/bench_auto.py --sizes 20000             # 10 and 20 min): each run
+    python benchmarks/bench_auto.py --sizes 20000             # 30 and 20 min): each run
                                                # keeps the stored cells of other sizes
     python benchmarks/bench_auto.py --quick    # n in {1000, 2000}, fewer cells; prints only
 """
@@ -58,6 +61,7 @@ QUICK = {"n": (1000, 2000), "alpha": (1e-1, 1e-3), "gamma": (0.05,)}
 KINDS = ("cholesky", "pcg", "auto", "sklearn")
 SKLEARN_MAX_GIB = 0.8  # of physical memory for scikit-learn's K and its copy
 SKLEARN_ONCE_FROM = 10_000  # from this n on, one scikit-learn fit per (n, gamma)
+REPEATS, REPEAT_MAX_N = 3, 10_000  # fits per cell and kind (median) up to this n
 
 
 def case(spec):
@@ -102,6 +106,18 @@ def run(spec):
     return out
 
 
+def median_run(rs):
+    """One kind's fits of a cell: the first fit's record with the median time, every
+    time and (for auto) every choice; None if any fit failed."""
+    if any("failed" in r for r in rs):
+        return None
+    out = {**rs[0], "fit_s": float(np.median([r["fit_s"] for r in rs]))}
+    if len(rs) > 1:
+        out["fit_s_runs"] = [r["fit_s"] for r in rs]
+        out["solvers"] = [r.get("solver") for r in rs]
+    return out
+
+
 def sklearn_fits(n, info):
     mem = info.get("memory_gib") or 0
     return 2 * 8 * n * n / 2**30 <= SKLEARN_MAX_GIB * mem
@@ -132,8 +148,10 @@ def render(res):
                       res["git"]["commit"]), "",
          "Fashion-MNIST subsets, Gaussian kernel, 10 one-hot targets, 10,000 test images; "
          "kernelkit defaults otherwise (tol 1e-4). Every fit in a fresh subprocess (auto's "
-         "probes included). Times in seconds, test error in brackets; auto's choice after "
-         "its time.", "",
+         f"probes included). Times in seconds: up to n = {REPEAT_MAX_N:,} the median of "
+         f"{REPEATS} fits per cell and solver (the solvers taking turns), at n = 20,000 one "
+         "fit; test error in brackets; auto's choice after its time (each fit's, where "
+         "they differed).", "",
          "| n | gamma | alpha | cholesky | pcg (iter.) | auto (choice) | sklearn | "
          "auto <= 1.1 min | auto <= sklearn | errors within 0.001 |",
          "|---|---|---|---|---|---|---|---|---|---|"]
@@ -148,7 +166,8 @@ def render(res):
         c, p, a, s = (row.get(k) for k in KINDS)
         f = [fmt_met(x) for x in goals(row)]
         it = f" [{p.get('n_iter')}]" if p else ""
-        choice = f" {a.get('solver')}" if a else ""
+        choice = "" if not a else " " + "/".join(dict.fromkeys(a.get("solvers") or
+                                                              [a.get("solver")]))
         L.append(f"| {row['n']:,} | {row['gamma']} | {row['alpha']:g} | {cell(c)} | "
                  f"{cell(p, it)} | {cell(a, choice)} | {cell(s)} | {f[0]} | {f[1]} | {f[2]} |")
         if row["n"] == 20_000 and p and s:
@@ -189,15 +208,17 @@ def main(argv=None):
     for n, g, a in cells(cfg, sizes):
         print(f"n={n} gamma={g} alpha={a}", flush=True)
         row = {"n": n, "gamma": g, "alpha": a, "run": res["timestamp"]}
-        for kind in KINDS:
-            if kind == "sklearn" and not sklearn_fits(n, info):
-                continue
-            first = next((r for r in res["cells"] if r["n"] == n and r["gamma"] == g), None)
-            if kind == "sklearn" and n >= SKLEARN_ONCE_FROM and first and first.get(kind):
-                row[kind] = {**first[kind], "reused": first["alpha"]}
-                continue
-            r = run({"kind": kind, "n": n, "gamma": g, "alpha": a})
-            row[kind] = None if "failed" in r else r
+        first = next((r for r in res["cells"] if r["n"] == n and r["gamma"] == g), None)
+        kinds = [k for k in KINDS if k != "sklearn" or sklearn_fits(n, info)]
+        if "sklearn" in kinds and n >= SKLEARN_ONCE_FROM and first and first.get("sklearn"):
+            row["sklearn"] = {**first["sklearn"], "reused": first["alpha"]}
+            kinds.remove("sklearn")
+        runs = {k: [] for k in kinds}
+        for _ in range(REPEATS if n <= REPEAT_MAX_N else 1):  # the kinds take turns
+            for kind in kinds:
+                runs[kind].append(run({"kind": kind, "n": n, "gamma": g, "alpha": a}))
+        for kind, rs in runs.items():
+            row[kind] = median_run(rs)
         row["goals"] = dict(zip(("auto_within_1.1x_best", "auto_le_sklearn", "errors_within_0.001"),
                                 goals(row)))
         res["cells"].append(row)
