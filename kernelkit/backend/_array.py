@@ -232,7 +232,7 @@ class ArrayBackend:
         if name in DISTANCE_KERNELS or name == "laplacian":
             return xp.ones(X.shape[0], dtype=xp.float64)
         self._check_norms(X, "X")
-        sq = xp.sum(X * X, axis=1)
+        sq = self._row_sq_norms(X)
         if name == "linear":
             return sq
         if name == "polynomial":
@@ -264,6 +264,10 @@ class ArrayBackend:
                 float(xp.max(xp.sum((A / big) ** 2, axis=1)))) >= math.log(1.7e308):
             raise ValueError(f"{name} has values too large in magnitude for float64 kernel "
                              "arithmetic (squared norms overflow); rescale it.")
+
+    def _row_sq_norms(self, A):
+        """``sum_j A_ij^2`` per row of a float64 ``A``."""
+        return self.xp.sum(A * A, axis=1)
 
     def _check_centered_norms(self, Xc, Yc, X, Y):
         """:meth:`_check_norms` for a distance kernel: on the centered rows it computes
@@ -330,17 +334,17 @@ class ArrayBackend:
             inv_d = 1.0 / Xf.shape[1]
 
             def stats(A):
-                return nn_row_stats(xp, xp.sum(A * A, axis=1), int(depth), act, w2, b2, inv_d)[0]
+                return nn_row_stats(xp, self._row_sq_norms(A), int(depth), act, w2, b2,
+                                    inv_d)[0]
         elif name == "cosine":
 
             def stats(A):  # a row whose |a|^2 underflows (to 0 or a subnormal, which has
                 # lost its precision) counts as zero: cosine 0 with every row, itself too
-                sq = xp.sum(A * A, axis=1)
+                sq = self._row_sq_norms(A)
                 return xp.sqrt(xp.where(sq >= xp.finfo(xp.float64).smallest_normal, sq, 0.0))
         else:
 
-            def stats(A):
-                return xp.sum(A * A, axis=1)
+            stats = self._row_sq_norms
 
         ctx["sx"] = stats(Xf)
         ctx["sy"] = ctx["sx"] if Y is None else stats(Yf)
