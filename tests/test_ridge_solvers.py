@@ -336,6 +336,19 @@ def test_abandoned_sketch_is_cholesky(monkeypatch):
     assert _auto._Abandon(5000, 1e-4, 1e-4, 1.15 * f, rates)(128, 1.0, 625)
     ab = _auto._Abandon(5000, 1e-4, 1e-4, 1.25 * f, rates)
     assert not ab(128, 1.0, 625)
+    # the float64 share is read only where the forecast without it does not abandon,
+    # and then counts: a share of 1 doubles the iterations' part of the forecast
+    reads = []
+
+    def share(value):
+        return lambda: reads.append(value) or value
+
+    assert _auto._Abandon(5000, 1e-4, 1e-4, 1.15 * f, rates, share(1.0))(128, 1.0, 625)
+    assert reads == []
+    assert not _auto._Abandon(5000, 1e-4, 1e-4, 1.25 * f, rates, share(0.0))(128, 1.0, 625)
+    assert _auto._Abandon(5000, 1e-4, 1e-4, 1.25 * f, rates, share(1.0))(128, 1.0, 625)
+    assert reads == [0.0, 1.0]
+    assert ab.forecast(128, 1.0, 625, 1.0) > 1.9 * f
     # two checks: the decay over the last doubling (1 -> 0.25: rank^-2) is extrapolated
     f = ab.forecast(256, 0.25, 625)
     assert pcg(0.25 * (256 / 625) ** 2) <= f < pcg(0.25 * (256 / 625) ** 2) + 0.05

@@ -262,14 +262,20 @@ class Watch:
 class _Abandon:
     """``stop(rank, lam_min, max_rank)`` of the sketch under ``"auto"``: True once even
     an optimistic PCG (see the module notes) would cost more than Cholesky's ``chol``
-    seconds."""
+    seconds.
 
-    def __init__(self, n, mu, tol, chol, rates, share=0.0):
+    ``share()`` gives the float64 share (:func:`float64_share`, computed on first use):
+    a forecast without it is a lower bound, so it is read only when that bound alone
+    does not settle the check (a sketch abandoned at its first check never reads the
+    64 columns it needs).
+    """
+
+    def __init__(self, n, mu, tol, chol, rates, share=lambda: 0.0):
         self.n, self.mu, self.tol = n, mu, tol
         self.chol, self.rates, self.share = chol, rates, share
         self.t0, self.last = time.perf_counter(), None
 
-    def forecast(self, k, lam, max_rank):
+    def forecast(self, k, lam, max_rank, share=0.0):
         """Optimistic PCG seconds from the sketch at rank ``k`` (smallest eigenvalue ``lam``)."""
         spent = time.perf_counter() - self.t0
         p = 1.0  # decay exponent of lam_min in the rank; one check: assume 1/k
@@ -282,12 +288,17 @@ class _Abandon:
         lam_r = max(lam * (k / r) ** p if lam > 0 else 0.0, 0.5 * target)
         t = estimated_iterations(lam_r, self.mu, self.tol, self.n) / _FIT_SPREAD
         return (spent * r / k
-                + t * (1 + self.share) * iteration_seconds(self.n, r, 4, self.rates))
+                + t * (1 + share) * iteration_seconds(self.n, r, 4, self.rates))
 
     def __call__(self, k, lam, max_rank):
-        pcg = self.forecast(k, lam, max_rank)
+        stop = _PREFER_CHOLESKY * self.forecast(k, lam, max_rank) > self.chol
+        if not stop:
+            t0 = time.perf_counter()
+            share = self.share()
+            self.t0 += time.perf_counter() - t0  # the share's columns are not the sketch's
+            stop = _PREFER_CHOLESKY * self.forecast(k, lam, max_rank, share) > self.chol
         self.last = (k, lam)
-        return _PREFER_CHOLESKY * pcg > self.chol
+        return stop
 
 
 def choose(product, alpha, tol, n_targets, rng, progress, fits):
@@ -315,7 +326,7 @@ def choose(product, alpha, tol, n_targets, rng, progress, fits):
         progress("solver auto", level=1, cholesky_s=chol, pcg_min_s=floor, choice="cholesky")
         return "cholesky", None, None
     mu = float(a.min())
-    share = float64_share(product, mu, tol)
+    share = lru_cache(maxsize=None)(lambda: float64_share(product, mu, tol))
     abandon = _Abandon(n, mu, tol, chol, rates, share)
     sketch = nystrom_sketch(product, alpha, rng, progress, stop=abandon)
     info = sketch[2]
@@ -324,6 +335,7 @@ def choose(product, alpha, tol, n_targets, rng, progress, fits):
                  choice="cholesky", reason="the sketch says PCG cannot win")
         return "cholesky", None, None
     t = estimated_iterations(info["lam_min"], mu, tol, n)
+    share = share()
     pcg = t * (1 + share) * iteration_seconds(n, info["rank"], itemsize, rates)
     choice = "pcg" if _PREFER_CHOLESKY * pcg < chol else "cholesky"
     progress("solver auto", level=1, cholesky_s=chol, pcg_s=pcg, iterations=t,
