@@ -321,6 +321,33 @@ def test_watch_waits_out_cg_early_plateau(monkeypatch):
         w(it, 0.9 if it < 6 else 0.45 * 0.5 ** (it - 6))
 
 
+@pytest.mark.parametrize("alpha, chol_s, choice",
+                         [(1e-6, 1e3, "pcg"), (1e-6, 1e-3, "cholesky"), (10.0, 1e3, "pcg")])
+def test_auto_prepares_columns_once(monkeypatch, alpha, chol_s, choice):
+    # the float64 share reads its 64 columns from the sketch's prepared X (one
+    # preparation; not at all where the sketch is abandoned on the bound alone: alpha
+    # 1e-6 grows the rank past the first check; alpha 10 ends the sketch there, with no
+    # check of the bound), and the prepared copy is dropped whichever solver is chosen
+    from kernelkit.ridge._pcg import KernelProduct
+
+    X, _ = _data(1500)
+    est = KernelRidge(kernel="rbf", gamma=GAMMA).fit(X[:5], X[:5, 0])
+    product = KernelProduct(est._operator(), X, defer=True)
+    prepared = []
+    columns = product.op.columns
+    monkeypatch.setattr(product.op, "columns", lambda X: prepared.append(1) or columns(X))
+    monkeypatch.setattr(_auto, "machine_rates", lambda *a: (2e10, 1e-9))
+    monkeypatch.setattr(_auto, "cholesky_seconds", lambda *a, **k: chol_s)
+    monkeypatch.setattr(_auto, "pcg_floor_seconds", lambda *a: 0.0)
+    shares = []
+    share = _auto.float64_share
+    monkeypatch.setattr(_auto, "float64_share", lambda *a: shares.append(1) or share(*a))
+    got, sketch, _ = _auto.choose(product, alpha, 1e-4, 1, np.random.RandomState(0),
+                                  lambda *a, **k: None, fits=True)
+    assert got == choice and prepared == [1] and product._columns is None
+    assert len(shares) == (choice == "pcg")
+
+
 @pytest.mark.usefixtures("auto_model_from_1024")
 def test_abandoned_sketch_is_cholesky(monkeypatch):
     rates = (2e10, 1e-9)

@@ -328,14 +328,17 @@ def choose(product, alpha, tol, n_targets, rng, progress, fits):
     mu = float(a.min())
     share = lru_cache(maxsize=None)(lambda: float64_share(product, mu, tol))
     abandon = _Abandon(n, mu, tol, chol, rates, share)
-    sketch = nystrom_sketch(product, alpha, rng, progress, stop=abandon)
-    info = sketch[2]
+    try:  # the sketch's prepared columns serve the share's too
+        sketch = nystrom_sketch(product, alpha, rng, progress, stop=abandon, keep=True)
+        info = sketch[2]
+        share = 0.0 if info.get("stopped") else share()
+    finally:
+        product.drop_columns()
     if info.get("stopped"):
         progress("solver auto", level=1, cholesky_s=chol, rank=info["rank"],
                  choice="cholesky", reason="the sketch says PCG cannot win")
         return "cholesky", None, None
     t = estimated_iterations(info["lam_min"], mu, tol, n)
-    share = share()
     pcg = t * (1 + share) * iteration_seconds(n, info["rank"], itemsize, rates)
     choice = "pcg" if _PREFER_CHOLESKY * pcg < chol else "cholesky"
     progress("solver auto", level=1, cholesky_s=chol, pcg_s=pcg, iterations=t,

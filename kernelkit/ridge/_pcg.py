@@ -536,7 +536,7 @@ def _not_converged(who, n_iter, max_iter, rel, tol, alternative):
             f"tol={tol:g}; increase alpha or tol, {alternative}.")
 
 
-def nystrom_sketch(product, alpha, random_state, progress=None, stop=None):
+def nystrom_sketch(product, alpha, random_state, progress=None, stop=None, keep=False):
     """The Nyström factor of the preconditioner, ``(F, FtF, info)`` (see :func:`rp_cholesky`):
     drawn before a held ``K`` is computed (:meth:`KernelProduct.hold`), from float64
     columns of the kernel: ``solver="auto"`` reads the spectrum it leaves (``info``) to
@@ -546,8 +546,7 @@ def nystrom_sketch(product, alpha, random_state, progress=None, stop=None):
     half the held matrix's memory (or ``4 working_memory``), and ``n / 8``, at most
     1,280, when ``K`` is held (applying ``F`` twice per iteration then costs at most
     half a product, and the sketch's ``n r^2`` work stays below what it saves).
-    ``stop``: see :func:`rp_cholesky`.
-    """
+    ``stop``: see :func:`rp_cholesky`; ``keep``: the caller drops the prepared columns."""
     a = np.atleast_1d(np.asarray(alpha, np.float64))
     mu = float(a.min())
     n = product.n
@@ -562,7 +561,8 @@ def nystrom_sketch(product, alpha, random_state, progress=None, stop=None):
                                  max_rank=max_rank, eps=product.eps, progress=progress,
                                  info=info, stop=stop)
         finally:
-            product.drop_columns()
+            if not keep:
+                product.drop_columns()
     return F, FtF, info
 
 
