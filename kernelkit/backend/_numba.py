@@ -449,6 +449,11 @@ _CACHE_BLOCK_BYTES = 32 * 2**20  # rows per block: a longer GEMM, its pass still
 # at 32 MiB, 4.7 s at 128 MiB; 20,000 x 64 features 2.5 s -> 1.4 s)
 _MIN_BLOCKS_PER_WORKER = 4  # granularity: the triangle's blocks differ in size
 _MIN_ROWS = 128  # below this a block's GEMM loses efficiency
+# the direct path (few features) computes up to this many entries inline, in one block:
+# the pool's dispatch costs more than a second core gains (AMD EPYC, 5 features,
+# medians: 256^2 triangle 0.81 ms inline vs 1.12 ms on the pool, 150 x 256 0.81 vs
+# 0.86, 400^2 triangle 1.7 vs 1.1; SQUEAK's blocks are of the first two kinds)
+_INLINE_ENTRIES = 2**17
 
 
 class NumbaBackend(NumpyBackend):
@@ -556,7 +561,7 @@ class NumbaBackend(NumpyBackend):
             if tri:
                 self._mirror_rows(out, r0, r1)
 
-        self._map_blocks(job, X.shape[0], m, scratch=not direct)
+        self._map_blocks(job, X.shape[0], m, scratch=not direct, inline=_INLINE_ENTRIES)
         return out
 
     def direct_code(self, spec, X, Y=None):
@@ -586,7 +591,7 @@ class NumbaBackend(NumpyBackend):
         if r1 < B.shape[1]:
             np.matmul(A, B[:, r1:], out=out[:, r1:])
 
-    def _map_blocks(self, job, n, ncols, scratch):
+    def _map_blocks(self, job, n, ncols, scratch, inline=0):
         """Blocks run concurrently on a thread pool, BLAS held to one thread per block.
 
         Compiled passes release the GIL, so each worker does its block's GEMM and
@@ -594,12 +599,13 @@ class NumbaBackend(NumpyBackend):
         per worker avoids OpenBLAS threads spinning against the workers. At least
         ``_MIN_BLOCKS_PER_WORKER`` blocks per worker (of at least ``_MIN_ROWS`` rows),
         submitted last block first: the blocks of a triangle ``k(X, X)`` grow with
-        their row index, and the largest first balances the workers.
+        their row index, and the largest first balances the workers. Up to ``inline``
+        entries (``n * ncols``) one block, on the calling thread.
         """
         workers = n_workers()
         rows = max(1, min(self._budget_rows(ncols) // workers,
                           _CACHE_BLOCK_BYTES // (8 * max(1, ncols))))
-        if workers > 1:
+        if workers > 1 and n * ncols > inline:
             rows = min(rows, max(_MIN_ROWS, -(-n // (_MIN_BLOCKS_PER_WORKER * workers))))
         n_blocks = -(-n // rows)
         if n_blocks == 1:  # small: one thread, no BLAS threads left spinning afterwards
