@@ -265,6 +265,41 @@ def test_newton_cg_sums_the_fitted_value_change():
     np.testing.assert_allclose(KX, K @ x, rtol=1e-9, atol=1e-12)
 
 
+def test_newton_cg_plateau_stops_only_on_rounding(monkeypatch):
+    """A plateau of CG's residual is checked against the true residual from ``exact``
+    (float64 products where ``apply`` rounds): without a gap CG goes on and converges;
+    with a gap of more than a tenth of the residual (here ``exact`` offset by a fixed
+    vector, as rounded products leave the recurrence behind) it stops at the first
+    plateau past that point, short of its tolerance."""
+    import kernelkit.ridge._falkon_logistic as fl
+
+    monkeypatch.setattr(fl, "_STALL", 1)  # a check after every iteration short of 10%
+    rng = np.random.RandomState(0)
+    m = 60
+    U = np.linalg.qr(rng.randn(m, m))[0]
+    A = (U * np.logspace(0, -4, m)) @ U.T  # the residual rises and falls
+    b = rng.randn(m)
+    gaps = []
+
+    def run(offset):
+        def exact(x):
+            y = A @ x + offset
+            r = b - A @ x  # the recurrence's residual, exact here
+            gaps.append(np.linalg.norm(b - y - r) / np.linalg.norm(r))
+            return y
+
+        gaps.clear()
+        return fl._newton_cg(lambda p: (A @ p, np.zeros(1)), b, 1e-10, 2000,
+                             lambda *a, **k: None, np.zeros(1), exact=exact)
+
+    x, _, it_exact, done = run(0.0)
+    assert done and len(gaps) > 0 and max(gaps) < 1e-6
+    np.testing.assert_allclose(A @ x, b, atol=1e-8 * np.linalg.norm(b))
+    x, _, it, done = run(1e-3 * np.linalg.norm(b) * U[:, 0])
+    assert not done and it < it_exact
+    assert gaps[-1] > 0.1 and all(g <= 0.1 + 1e-9 for g in gaps[:-1])
+
+
 def test_float32_hessian_products_match_float64():
     """The float32 products of a loose CG (held float32 K_nM, V split into two float32
     parts) equal the float64 pass over the same held values to float32 rounding: 1e-6

@@ -368,7 +368,7 @@ class _FalkonPreconditioner:
     def __init__(self, F, w, n):
         self.F, self.m = F, F.shape[0]
         self.lauum = lapack.get_lapack_funcs("lauum", (F,))
-        self.trsm = blas.get_blas_funcs("trsm", (F,))
+        self.trsm, self.trsv = blas.get_blas_funcs(("trsm", "trsv"), (F,))
         self.scale = np.sqrt(np.asarray(w, np.float64) / n).astype(F.dtype)
         diag0 = np.diag(F).copy()
         scale = max(float(np.max(np.abs(diag0))), np.finfo(np.float64).tiny)
@@ -430,7 +430,10 @@ class _FalkonPreconditioner:
 
     def _trsm(self, V, lower, trans):
         V2 = np.asfortranarray(V.reshape(self.m, -1), dtype=self.F.dtype)
-        out = self.trsm(1.0, self.F, V2, lower=lower, trans_a=int(trans))
+        if V2.shape[1] == 1:  # trsm with one right-hand side: 7-10x trsv's time
+            out = self.trsv(self.F, V2[:, 0], lower=lower, trans=int(trans))
+        else:
+            out = self.trsm(1.0, self.F, V2, lower=lower, trans_a=int(trans))
         return np.asarray(out, np.float64).reshape(V.shape)
 
     def solve_T(self, V, trans=False):
