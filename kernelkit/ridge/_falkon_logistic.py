@@ -297,17 +297,18 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
                 KU[r0:r1] = Pb
                 return loss.hess(Pb, r0, r1)
 
-            def product(U, lam=lam, fast=fast):  # + n lam eps U: apply subtracts the jitter
-                out = _sandwich32(normal, U, hess) if fast else normal.sandwich(U, hess)
+            # + n lam eps U: apply subtracts the jitter
+            def product(U, lam=lam, fast=fast, fn=hess):
+                out = _sandwich32(normal, U, fn) if fast else normal.sandwich(U, fn)
                 return out + (n * lam * pre.eps) * U
 
             def apply(V, lam=lam, P_=P_):
                 return (P_.apply(V.reshape(m, k), product=product, lam=lam, n=n).reshape(-1),
                         KU)
 
-            def exact_apply(V, lam=lam, P_=P_):  # float64 products, KU untouched
+            def exact_apply(V, lam=lam, P_=P_, product=product):  # float64, KU untouched
                 def product64(U):
-                    return normal.sandwich(U, loss.hess) + (n * lam * pre.eps) * U
+                    return product(U, fast=False, fn=loss.hess)
 
                 return P_.apply(V.reshape(m, k), product=product64, lam=lam, n=n).reshape(-1)
 
