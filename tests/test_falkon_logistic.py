@@ -242,6 +242,50 @@ def test_class_preconditioner_is_block_jacobi_within_factor_two():
     assert np.sum(ev > 1e-9) == n * (k - 1)  # nonsingular on the shift-free subspace
 
 
+def test_heavy_rows_hold_half_the_weight_at_most_m():
+    from kernelkit.ridge._falkon_logistic_pre import heavy_rows
+
+    dk = np.array([[0.1, 1.0], [0.4, 1.0], [0.2, 1.0], [0.3, 1.0]])
+    got = heavy_rows(dk, m=10)
+    assert list(got[0]) == [1, 3]  # 0.4 + 0.3 >= half of 1.0
+    assert len(got[1]) == 2 and np.all(np.diff(got[1]) > 0)  # equal weights: any two
+    got = heavy_rows(dk, m=1)  # at most one row per class
+    assert [len(g) for g in got] == [1, 1] and list(got[0]) == [1]
+
+
+def test_class_preconditioner_takes_heavy_rows_exactly():
+    """``R_c^T R_c = sum_{heavy i} d_ic phi_i phi_i^T + T S_c^2 T^T + lam I`` with
+    ``phi_i = T^-T k(C, x_i)`` and the centers among the heavy rows out of ``S_c``
+    (dense reference)."""
+    from kernelkit.ridge._falkon_logistic_pre import _ClassPreconditioner, heavy_rows
+    from kernelkit.ridge._falkon_ops import _FalkonPreconditioner
+
+    rng = np.random.RandomState(1)
+    n, m, k, lam = 40, 10, 3, 1e-3
+    X = 2 * rng.randn(n, 2)
+    idx = np.arange(0, n, n // m)  # centers: every fourth row
+    Knm = rbf_kernel(X, X[idx], gamma=GAMMA)
+    dk = rng.uniform(0.01, 0.1, (n, k))
+    dk[idx[:3]] *= 20  # some centers carry much of the weight: heavy rows
+    wc = np.full(m, n / m)
+    scales = np.sqrt(wc[:, None] * dk[idx] / n)
+    pre = _FalkonPreconditioner(np.asfortranarray(Knm[idx].copy()), wc, n)
+    cls = _ClassPreconditioner(pre, k)
+    heavy = heavy_rows(dk, m)
+    cls.set_weights(scales, lam, heavy=heavy, dk=dk / n, idx=idx, rows=lambda I: Knm[I])
+    T = np.triu(pre.F.copy())
+    np.fill_diagonal(T, pre.tdiag)
+    Phi = linalg.solve_triangular(T, Knm.T, trans="T")  # columns phi_i
+    for c in range(k):
+        light = ~np.isin(idx, heavy[c])
+        assert 0 < light.sum() < m  # both parts present
+        H = heavy[c]
+        want = (Phi[:, H] * (dk[H, c] / n)) @ Phi[:, H].T
+        want += T @ np.diag(scales[:, c] ** 2 * light) @ T.T + lam * np.eye(m)
+        R = np.triu(cls.R[c])
+        np.testing.assert_allclose(R.T @ R, want, rtol=1e-10, atol=1e-12)
+
+
 def test_newton_cg_sums_the_fitted_value_change():
     """The Newton CG returns, beside ``x``, ``sum_i a_i K p_i = K x`` from the products'
     second output (no pass of its own), and ``x`` solves the system to its tolerance."""
@@ -360,7 +404,7 @@ def test_slow_cg_refresh_changes_the_path_not_the_optimum(monkeypatch):
     calls = []
     orig = fp._ClassPreconditioner.set_weights
     monkeypatch.setattr(fp._ClassPreconditioner, "set_weights",
-                        lambda self, *a: (calls.append(1), orig(self, *a))[1])
+                        lambda self, *a, **kw: (calls.append(1), orig(self, *a, **kw))[1])
     monkeypatch.setattr(fl, "_REUSE", np.inf)  # only the slowdown rule refreshes
     builds = {}
     for slow in (np.inf, 0.0):  # never; after every step that needed a CG iteration

@@ -23,10 +23,47 @@ flat direction; every product is therefore projected on it (``Pi``: subtract the
 over classes, per center), which commutes with ``T`` and leaves CG on a consistent
 positive semi-definite system. Cost: ``k`` factorizations (``2 M^3 / 3`` each) per
 Newton step and ``k`` ``M x M`` factors in memory.
+
+FALKON's ``T D_c T^T`` estimates ``T^-T K_Mn D_c K_nM T^-1 / n`` from the centers'
+weights alone: uniform centers are a uniform sample of the rows, and late in the fit
+the softmax weights ``p (1 - p)`` concentrate on the few rows the model is unsure of,
+which such a sample hits rarely. CG then pays for the sample's variance: on 20,000
+Fashion-MNIST images, 2,000 centers, the five steps at the target penalty took 80 CG
+iterations, and 19 with the exact matrix (``n M^2`` per class: too dear to build).
+So the rows that carry most of a class's weight (:func:`heavy_rows`: half of it, at
+most ``M`` rows) enter exactly, ``phi_i = T^-T k(C, x_i)`` by a triangular solve of
+their kernel rows (held in ``K_nM``), and the centers estimate only the rest (a
+center among those rows drops out of the sample)::
+
+    A_c^T A_c = sum_{i heavy} d_ic phi_i phi_i^T / n + T S_c^2 T^T + lambda I
+
+(``S_c`` the light centers' weights; ``M^2 h`` more flops per class for ``h`` heavy
+rows, a solve and a rank-``h`` update). Measured there: 28 CG iterations at the
+target penalty. All 60,000 images: 78 CG iterations over the fit instead of 189,
+three builds of 1.9 s instead of 0.7 s, the fit 17.3 s instead of 23.6 s (2-core AMD
+EPYC; a heavy share of 0.7 or 0.3, or at most M/2 rows, took 1-2 s longer).
 """
 
 import numpy as np
 from scipy.linalg import blas, lapack
+
+
+_HEAVY_MASS = 0.5  # per class, the rows holding this share of the weight enter exactly
+_HEAVY_MAX = 1.0   # ... at most this many times M rows per class (the build stays O(M^3))
+
+
+def heavy_rows(dk, m):
+    """Per class (column of the row weights ``dk``), the sorted indices of the fewest
+    rows holding ``_HEAVY_MASS`` of its weight, at most ``_HEAVY_MAX * m`` of them."""
+    n = dk.shape[0]
+    cap = max(1, min(n, int(_HEAVY_MAX * m)))
+    out = []
+    for d in dk.T:
+        top = np.argpartition(d, n - cap)[n - cap:] if cap < n else np.arange(n)
+        top = top[np.argsort(d[top])[::-1]]
+        h = int(np.searchsorted(np.cumsum(d[top]), _HEAVY_MASS * float(d.sum()))) + 1
+        out.append(np.sort(top[:min(h, cap)]))
+    return out
 
 
 def _project(V):
@@ -59,24 +96,39 @@ class _ClassPreconditioner:
         self.trsv = blas.get_blas_funcs("trsv", (self.T,))
         self.R = [np.empty((self.m, self.m), dt, order="F") for _ in range(k)]
 
-    def set_weights(self, scales, lam):
-        """Factor ``R_c^T R_c = T S_c^2 T^T + lam I`` (``scales`` (M, k): ``S_c``)."""
+    def set_weights(self, scales, lam, heavy=None, dk=None, idx=None, rows=None):
+        """Factor ``R_c^T R_c = T S_c^2 T^T + lam I`` (``scales`` (M, k): ``S_c``).
+
+        With ``heavy`` (:func:`heavy_rows`), ``dk`` (n, k) the rows' weights (those of
+        ``scales``, over ``n``), ``idx`` the centers' rows and ``rows(I)`` the kernel
+        rows ``k(C, x_i)``: each class's heavy rows enter exactly and the centers among
+        them leave ``S_c`` (see the module notes)."""
+        dt = self.T.dtype
+        trsm, syrk = blas.get_blas_funcs(("trsm", "syrk"), (self.T,))
         for c in range(self.k):
-            R = self.R[c]
-            np.multiply(self.T, scales[:, c].astype(R.dtype)[None, :], out=R)
+            s = scales[:, c].astype(dt)
+            P = None
+            if heavy is not None:  # phi_i = T^-T k(C, x_i), weighed: M x (at most M)
+                H = heavy[c]
+                s = s * ~np.isin(idx, H)
+                P = trsm(1.0, self.T, np.asfortranarray(rows(H).T, dtype=dt), lower=0,
+                         trans_a=1, overwrite_b=1)
+                P *= np.sqrt(dk[H, c]).astype(dt)
             jitter = 0.0
             for _ in range(12):
+                R = np.multiply(self.T, s[None, :], out=self.R[c])
                 R, info = self.lauum(R, lower=0, overwrite_c=1)
                 if info != 0:
                     raise ValueError(f"LAPACK lauum failed (info={info}).")
+                if P is not None:
+                    R = syrk(1.0, P, beta=1.0, c=R, lower=0, overwrite_c=1)
                 base = np.diag(R).copy()
                 R.flat[:: self.m + 1] = base + (lam + jitter)
                 R, info = self.potrf(R, lower=0, clean=1, overwrite_a=1)
                 if info == 0:
                     break
-                jitter = (np.finfo(R.dtype).eps * self.m * max(float(base.max()), lam, 1e-30)
+                jitter = (np.finfo(dt).eps * self.m * max(float(base.max()), lam, 1e-30)
                           if jitter == 0.0 else 100.0 * jitter)
-                R = np.asfortranarray(self.T * scales[:, c].astype(R.dtype)[None, :])
             else:
                 raise ValueError("the FALKON preconditioner is not positive definite; "
                                  "increase alpha.")

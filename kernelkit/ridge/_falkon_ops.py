@@ -89,6 +89,12 @@ class _NystromNormalOperator:
             out[r0:r0 + step] = self.KnM[idx[r0:r0 + step]].astype(np.float64) @ U
         return out
 
+    def rows(self, I):
+        """The kernel rows ``K_nM[I]`` (held, else computed from ``X[I]``)."""
+        if self.stored:
+            return self.KnM[I]
+        return self.op.block_host(self.X[I], self.C)
+
     def gram(self, idx):
         """``K_MM`` in float32, Fortran order, for the mixed-precision preconditioner."""
         if self.stored and idx is not None:
