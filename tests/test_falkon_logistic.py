@@ -185,16 +185,19 @@ def test_numerically_singular_kmm_does_not_run_off():
     assert np.mean(clf.predict(X) == y) > 0.9
 
 
-def test_uniform_centers_multinomial_equals_dense():
-    """Centers drawn from the rows: the per-class preconditioner weighs each class by
-    its centers' own softmax curvature; the fit is still the dense optimum."""
-    X, y, _, w = _problem(3, n=150, seed=3)
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_uniform_centers_equals_dense(n_classes):
+    """Centers drawn from the rows: the preconditioner weighs each class by its
+    centers' own curvature, its heaviest rows exactly; the fit is still the dense
+    optimum."""
+    X, y, _, w = _problem(n_classes, n=150, seed=3)
     clf = FalkonClassifier(alpha=0.5, n_centers=20, gamma=GAMMA, loss="logistic",
                            tol=1e-10, random_state=0).fit(X, y, sample_weight=w)
     ref = _dense_logistic(X, y, clf.centers_, 0.5, w)
-    got = clf.decision_function(X)
-    np.testing.assert_allclose(got - got.mean(1, keepdims=True),
-                               ref - ref.mean(1, keepdims=True), atol=1e-6)
+    got = clf.decision_function(X).reshape(len(y), -1)
+    if n_classes > 2:  # the softmax is shift invariant: compare centred logits
+        ref, got = ref - ref.mean(1, keepdims=True), got - got.mean(1, keepdims=True)
+    np.testing.assert_allclose(got, ref, atol=1e-6)
 
 
 def test_class_preconditioner_is_block_jacobi_within_factor_two():
@@ -251,6 +254,24 @@ def test_heavy_rows_hold_half_the_weight_at_most_m():
     assert len(got[1]) == 2 and np.all(np.diff(got[1]) > 0)  # equal weights: any two
     got = heavy_rows(dk, m=1)  # at most one row per class
     assert [len(g) for g in got] == [1, 1] and list(got[0]) == [1]
+
+
+def test_shared_preconditioner_adds_the_exact_rows():
+    """``set_lambda(lam, extra=P)``: ``A^T A = T S^2 T^T + P P^T + lam I`` (dense)."""
+    from kernelkit.ridge._falkon_ops import _FalkonPreconditioner
+
+    rng = np.random.RandomState(2)
+    m, h, lam = 12, 5, 1e-3
+    C = 2 * rng.randn(m, 2)
+    pre = _FalkonPreconditioner(np.asfortranarray(rbf_kernel(C, C, gamma=GAMMA)),
+                                np.ones(m), m)
+    pre.scale = rng.uniform(0.0, 1.0, m)
+    P = np.asfortranarray(rng.randn(m, h))
+    pre.set_lambda(lam, extra=P)
+    L = np.tril(pre.F, -1) + np.diag(pre.adiag)  # A^T
+    T = np.triu(pre.F, 1) + np.diag(pre.tdiag)
+    want = T @ np.diag(pre.scale ** 2) @ T.T + P @ P.T + lam * np.eye(m)
+    np.testing.assert_allclose(L @ L.T, want, rtol=1e-10, atol=1e-12)
 
 
 def test_class_preconditioner_takes_heavy_rows_exactly():

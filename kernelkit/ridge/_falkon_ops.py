@@ -404,8 +404,10 @@ class _FalkonPreconditioner:
         self.adiag = None
         self._diag = "T"
 
-    def set_lambda(self, lam):
-        """Factor ``A^T A = T W T^T / n + lam I`` into the lower triangle of ``F``."""
+    def set_lambda(self, lam, extra=None):
+        """Factor ``A^T A = T W T^T / n + lam I`` into the lower triangle of ``F``;
+        ``+ P P^T`` with ``extra = P`` (M x h, ``F``'s dtype, Fortran order: rows that
+        logistic FALKON takes exactly, :mod:`._falkon_logistic_pre`)."""
         F, m = self.F, self.m
         jitter = 0.0
         for _ in range(12):
@@ -418,6 +420,9 @@ class _FalkonPreconditioner:
             if info != 0:
                 raise ValueError(f"LAPACK lauum failed (info={info}) on the centers' Cholesky "
                                  "factor.")
+            if extra is not None:  # in place: F is Fortran-ordered
+                blas.get_blas_funcs("syrk", (F,))(1.0, extra, beta=1.0, c=F, lower=1,
+                                                  overwrite_c=1)
             base = np.diag(F).copy()
             F.flat[:: m + 1] = base + (lam + jitter)
             info = potrf(F, lower=True)
