@@ -30,19 +30,14 @@ Parts:
     on ``Nystroem(gamma_b, n_components=centers_b)`` features (``cv_b`` folds, default
     ``ensemble=True``). Goals at 60,000: logistic FALKON accuracy >= 0.90, its log-loss
     below the calibrated squared-loss FALKON's, and its fit time at most 3x the
-    squared-loss fit. Logistic FALKON (ten classes) takes 10 Newton steps and 77-95 CG
+    squared-loss fit. Logistic FALKON (ten classes) takes 10 Newton steps and 46 CG
     iterations at 20,000 images (one step per penalty of its path, then a few at
-    ``alpha``; 293 over 19 before its schedule was reworked) where the squared loss
-    needs 19 (``--n-centers`` sets ``centers_b``).
+    ``alpha``), 11 and 78 at 60,000, where the squared loss needs 19 and 28
+    (``--n-centers`` sets ``centers_b``).
 
-Wall time on 2 quiet cores, estimated from smaller runs on a busy machine (CG passes
-scale as ``n x centers``): part (a) about 4 minutes (73 s before the same-classifier
-``CalibratedClassifierCV`` rows, whose six fits each add about 25 s per digits split;
-``--quick``, one split: 4 minutes on a machine at load 8-10); part (b) about 15 minutes at 2,000 centers, most of it the ``LinearSVC``
-peer at 60,000 images (about 3 minutes at 20,000, 8-10 at 60,000); the logistic
-FALKON fit about 20 s at 60,000 (estimated from 77-95 CG iterations over 10 Newton
-steps and 2 per-class preconditioner builds at 20,000 on a busy machine, passes
-scaling with ``n``). Run the parts separately, or lower
+Wall time on 2 quiet cores (AMD EPYC): about 8.5 minutes in all, most of it part (b)'s
+``LinearSVC`` peer (1.5 minutes at 20,000 images, 5 at 60,000); the logistic FALKON
+fit about 18 s at 60,000. Run the parts separately, or lower
 ``--n-centers`` (the 0.90 accuracy goal then moves out of reach: the squared loss needed
 16,000 centers for 0.9024).
 
