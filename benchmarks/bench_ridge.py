@@ -20,7 +20,8 @@ Parts (Gaussian kernel; the same bandwidth and alpha for every model of a part):
     Goal: kernelkit's ``KernelRidge(solver="cholesky")`` fit no slower than scikit-learn's.
 (i) Iteration counts (deterministic, so any load will do): PCG's on Fashion-MNIST subsets
     over gamma x alpha against the model ``solver="auto"`` predicts them by
-    (``t = 3.7 kappa^0.09 ln(2 / tol)`` from the sketch's smallest Nyström eigenvalue),
+    (``t = 2.53 kappa^0.17 (n / 5,000)^0.38 ln(2 / tol)`` from the sketch's smallest
+    Nyström eigenvalue),
     with the steps CG spends above half its starting residual; and the Newton steps and
     CG iterations of ``FalkonClassifier(loss="logistic")`` beside the squared loss's CG.
 
@@ -507,7 +508,8 @@ def _render_i(rows, meta):
     L = ["### (i) Iteration counts: PCG against solver='auto''s model; Newton and CG steps", "",
          "Fashion-MNIST subsets, 10 one-hot targets, `KernelRidge(solver='pcg')` at its "
          "defaults (tol 1e-4); kappa = 1 + 2 lam / alpha from the smallest eigenvalue lam of "
-         "the Nystrom sketch; estimate = 3.7 kappa^0.09 ln(2 / tol), the iteration model of "
+         "the Nystrom sketch; estimate = 2.53 kappa^0.17 (n / 5,000)^0.38 ln(2 / tol), the "
+         "iteration model of "
          "`solver='auto'`. Iteration counts do not depend on the load. " + meta, "",
          "| n | gamma | alpha | rank | kappa | iterations | estimate | estimate / count | "
          "steps above half the start residual |", "|---|---|---|---|---|---|---|---|---|"]
