@@ -27,7 +27,7 @@ over 19, for the same accuracy and log-loss):
   iterations per step with the shared one on 5,000 images, 7-13 per class), the rows
   that carry half of a class's curvature taken exactly rather than estimated from
   the centers (:func:`._falkon_logistic_pre.heavy_rows`: on all 60,000 images 78 CG
-  iterations over the fit instead of 189); the shared preconditioner takes them too at
+  iterations over the fit instead of 193); the shared preconditioner takes them too at
   the target penalty (two classes, "tops" against the rest of those images: 70 CG
   iterations instead of 133, the fit 6.8 s instead of 9.1 s);
 * a preconditioner is refactored only when the penalty changes, its Hessian weights

@@ -39,9 +39,9 @@ center among those rows drops out of the sample)::
 
 (``S_c`` the light centers' weights; ``M^2 h`` more flops per class for ``h`` heavy
 rows, a solve and a rank-``h`` update). Measured there: 28 CG iterations at the
-target penalty. All 60,000 images: 78 CG iterations over the fit instead of 189,
-three builds of 1.9 s instead of 0.7 s, the fit 17.3 s instead of 23.6 s (2-core AMD
-EPYC; a heavy share of 0.7 or 0.3, or at most M/2 rows, took 1-2 s longer).
+target penalty. All 60,000 images: 78 CG iterations over the fit instead of 193,
+three builds of 1.9 s instead of 0.7 s, the fit 17.3 s instead of 21.8-23.2 s (2-core
+AMD EPYC; a heavy share of 0.7 or 0.3, or at most M/2 rows, took 1-2 s longer).
 """
 
 import numpy as np

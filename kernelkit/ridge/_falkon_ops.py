@@ -420,7 +420,7 @@ class _FalkonPreconditioner:
             if info != 0:
                 raise ValueError(f"LAPACK lauum failed (info={info}) on the centers' Cholesky "
                                  "factor.")
-            if extra is not None:  # in place: F is Fortran-ordered
+            if extra is not None:  # in place (F is Fortran-ordered: syrk writes into it)
                 blas.get_blas_funcs("syrk", (F,))(1.0, extra, beta=1.0, c=F, lower=1,
                                                   overwrite_c=1)
             base = np.diag(F).copy()
