@@ -88,7 +88,7 @@ from sklearn.utils import check_random_state
 from ..backend import resolve_backend
 from ..utils._threads import blas_threads_for, single_blas_thread
 from ..utils._verbose import Progress, flops
-from ._falkon_logistic_pre import _ClassPreconditioner, heavy_rows
+from ._falkon_logistic_pre import _ClassPreconditioner, exact_rows, heavy_rows
 from ._falkon_ops import _FalkonPreconditioner, _fortran_gram, _NystromNormalOperator
 from ._pcg import product_dtype
 
@@ -298,8 +298,8 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
                             dm = np.mean(loss.dk, axis=1) / n
                             H = heavy_rows(dm[:, None], m)[0]
                             pre.scale = pre.scale * ~np.isin(idx, H)
-                            extra = np.asfortranarray(pre.solve_T(normal.rows(H).T, trans=True)
-                                                      * np.sqrt(dm[H]), dtype=pre.F.dtype)
+                            extra = exact_rows(lambda V: pre.solve_T(V, trans=True),
+                                               normal.rows, H, dm, pre.F.dtype)
                         pre.set_lambda(lam, extra=extra)
                 built, it_built = (P_, lam, weights), None
             # inexact Newton (a forcing term, Dembo, Eisenstat & Steihaug 1982): CG to

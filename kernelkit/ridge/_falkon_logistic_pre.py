@@ -66,6 +66,15 @@ def heavy_rows(dk, m):
     return out
 
 
+def exact_rows(solve_tt, rows, H, d, dtype):
+    """``P`` (M x h, Fortran order) with ``P P^T = sum_{i in H} d_i phi_i phi_i^T``,
+    ``phi_i = T^-T k(C, x_i)``: the heavy rows' exact part of a preconditioner
+    (``solve_tt(V) = T^-T V``, ``rows(I)`` the kernel rows, ``d`` the rows' weights)."""
+    P = np.asfortranarray(solve_tt(np.asfortranarray(rows(H).T, dtype=dtype)), dtype=dtype)
+    P *= np.sqrt(d[H]).astype(dtype)
+    return P
+
+
 def _project(V):
     """``Pi V``: the shift-free part (rows: centers, columns: classes)."""
     return V - V.mean(axis=1, keepdims=True)
@@ -108,12 +117,10 @@ class _ClassPreconditioner:
         for c in range(self.k):
             s = scales[:, c].astype(dt)
             P = None
-            if heavy is not None:  # phi_i = T^-T k(C, x_i), weighed: M x (at most M)
-                H = heavy[c]
-                s = s * ~np.isin(idx, H)
-                P = trsm(1.0, self.T, np.asfortranarray(rows(H).T, dtype=dt), lower=0,
-                         trans_a=1, overwrite_b=1)
-                P *= np.sqrt(dk[H, c]).astype(dt)
+            if heavy is not None:  # M x (at most M)
+                s = s * ~np.isin(idx, heavy[c])
+                P = exact_rows(lambda V: trsm(1.0, self.T, V, lower=0, trans_a=1,
+                                              overwrite_b=1), rows, heavy[c], dk[:, c], dt)
             jitter = 0.0
             for _ in range(12):
                 R = np.multiply(self.T, s[None, :], out=self.R[c])
