@@ -11,6 +11,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from ..backend import resolve_backend
+from ..exceptions import DegenerateKernelWarning
 from ..utils._calibration import calibration_folds
 from ..utils._class_weight import check_class_weight, row_weights
 from ..utils._classes import CALIBRATION_ATTR_DOC, CALIBRATION_DOC, OneVsAllClassifierMixin
@@ -181,6 +182,7 @@ class EigenProClassifier(OneVsAllClassifierMixin, _BaseEigenPro):
             sw = None if w is None else w[train]
             with warnings.catch_warnings():  # one warning, the model's own, not one per fold
                 warnings.simplefilter("ignore", ConvergenceWarning)
+                warnings.simplefilter("ignore", DegenerateKernelWarning)
                 model = clone(base).set_params(client=self.client)
                 model.fit(X[train], y[train], sample_weight=sw)
             dec = model.decision_function(X[test])

@@ -12,7 +12,7 @@ from sklearn.utils import check_array, check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..backend import resolve_backend
-from ..kernels import KernelOperator, make_kernel
+from ..kernels import KernelOperator, check_kernel_scale, make_kernel
 from ..utils._array_api import ArrayAPIMixin
 from ..utils._class_weight import row_weights
 from ..utils._state import atomic
@@ -313,6 +313,7 @@ class _BaseEigenPro(ArrayAPIMixin, BaseEstimator):
                  batch=params["batch_size"] or "auto", max_epochs=params["max_iter"])
 
         evaluator = KernelOperator(kernel, X.shape[1], backend)
+        check_kernel_scale(evaluator, X, type(self).__name__)
         engine = evaluator.engine
         xp = np if self.client is not None else engine.xp
         budget = _ep.budget_bytes()

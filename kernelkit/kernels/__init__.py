@@ -11,6 +11,7 @@ from ._conv_arch import myrtle_layers
 from ._library import RBF, Cosine, Laplacian, Linear, Matern, Polynomial
 from ._neural import NNGP, NTK
 from ._resolve import KernelOperator, is_precomputed, make_kernel, resolve_kernel
+from ._scale import check_kernel_scale  # for the estimators (not public)
 
 __all__ = ["Kernel", "RBF", "Laplacian", "Matern", "Polynomial", "Linear", "Cosine", "NTK",
            "NNGP", "ConvNTK", "ConvNNGP", "myrtle_layers", "KERNELS", "make_kernel",

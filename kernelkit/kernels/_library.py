@@ -11,6 +11,9 @@ from ..utils._validation import check_scalar_param
 from ._base import Kernel
 
 
+MATERN_NU = (0.5, 1.5, 2.5)  # the orders with a closed form
+
+
 def _gamma(gamma, n_features):
     g = check_scalar_param(gamma, "gamma", low=0.0, allow_none=True)
     return 1.0 / n_features if g is None else g
@@ -113,8 +116,7 @@ class Matern(Kernel):
         return (0.5 * g)[..., None]
 
     def _spec(self, n_features):
-        if not isinstance(self.nu, Real) or isinstance(self.nu, bool) or self.nu not in (
-                0.5, 1.5, 2.5):
+        if not isinstance(self.nu, Real) or isinstance(self.nu, bool) or self.nu not in MATERN_NU:
             raise ValueError(f"nu must be one of 0.5, 1.5, 2.5, got {self.nu!r}.")
         return KernelSpec("matern", (_gamma(self.gamma, n_features), float(self.nu)))
 

@@ -7,6 +7,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import validate_data
 
 from ..backend import resolve_backend
+from ..kernels import check_kernel_scale
 from ..utils._array_api import ArrayAPIMixin
 from ..utils._dispatch import select_loops
 from ..utils._state import atomic
@@ -190,6 +191,8 @@ class INKEstimate(ArrayAPIMixin, BaseEstimator):
             self.leverage_scores_ = np.empty(0)
             self._dict = None
         kern, pts = _make_eval(self, X)
+        if self._dict is None:  # the first batch
+            check_kernel_scale(kern.op, X, type(self).__name__)
         d, arrival = _ink_run(self._dict, kern, pts, self.n_samples_seen_, self.gamma_reg_, eps,
                               self.qbar_, self._seed, self.backend_)
         self._dict = d

@@ -9,7 +9,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..backend import resolve_backend
-from ..kernels import is_precomputed
+from ..kernels import check_kernel_scale, is_precomputed
 from ..utils._array_api import ArrayAPIMixin
 from ..utils._state import atomic
 from ..utils._validation import check_scalar_param
@@ -234,6 +234,7 @@ class RLSNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ArrayAPIMix
                  + ("" if self.sampler == "uniform" else ", from ridge leverage scores"
                     + (" at a regulariser matched to d_eff = m / qbar" if auto else ""))
                  + f", then the {m} x {m} kernel's eigendecomposition (~{flops(9 * m ** 3)})")
+        check_kernel_scale(kern.op, X, type(self).__name__)
 
         if self.sampler == "uniform":
             idx = np.sort(rs.permutation(n)[:m])

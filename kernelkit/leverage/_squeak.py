@@ -8,6 +8,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..backend import resolve_backend
+from ..kernels import check_kernel_scale
 from ..utils._array_api import ArrayAPIMixin
 from ..utils._dispatch import select_loops
 from ..utils._state import atomic
@@ -351,6 +352,7 @@ class SQUEAK(ArrayAPIMixin, BaseEstimator):
                  + (f" over {prm['n_partitions']} partitions, then their merge tree"
                     if prm["n_partitions"] > 1 else ""),
                  gamma_reg=prm["gamma_reg"], qbar=prm["qbar"], block_size=self.block_size or "auto")
+        check_kernel_scale(kern.op, X, type(self).__name__)
         d = _run_squeak(kern, pts, n, prm["gamma_reg"], prm["eps"], prm["qbar"],
                         prm["n_partitions"], self.block_size, self.n_jobs, self.random_state,
                         self.backend_, progress)

@@ -18,7 +18,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..backend import resolve_backend
-from ..kernels import is_precomputed, resolve_kernel
+from ..kernels import check_kernel_scale, is_precomputed, resolve_kernel
 from ..utils._array_api import ArrayAPIMixin
 from ..utils._class_weight import check_class_weight, row_weights
 from ..utils._classes import CALIBRATION_ATTR_DOC, CALIBRATION_DOC, OneVsAllClassifierMixin
@@ -186,6 +186,8 @@ class _KONSBase(ArrayAPIMixin, BaseEstimator):
                  "kernel against the dictionary, then an O(m^2) update per sample)",
                  method=self.method, n_atoms=int(st["istate"][0]),
                  **cost_line(cap, n, X.shape[1], n_mat))
+        if not st["istate"][1]:  # the first batch: a length scale that fits the features'
+            check_kernel_scale(self._op, X, type(self).__name__)
         try:
             for r0 in range(0, n, _CHUNK):
                 Xs = _dense_rows(X, r0, _CHUNK)

@@ -46,6 +46,10 @@ class RandomFeatureMap(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ArrayA
 
     _sparse_ok = True
 
+    def _check_scale(self, X, params):
+        """Warn where the map's kernel is nearly the identity on ``X`` (maps of decaying
+        stationary kernels; :func:`~kernelkit.kernels._scale.check_kernel_scale`)."""
+
     @atomic
     def fit(self, X, y=None):
         """Draw the random map for data with ``X``'s number of features.
@@ -70,6 +74,7 @@ class RandomFeatureMap(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ArrayA
         X = validate_data(self, X, accept_sparse="csr" if self._sparse_ok else False,
                           dtype=_DTYPES)
         fitted = self._draw(params, X.shape[1], check_random_state(self.random_state))
+        self._check_scale(X, params)
         for name, value in fitted.items():
             setattr(self, name, value)
         return self

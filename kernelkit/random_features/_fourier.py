@@ -6,6 +6,8 @@ import numpy as np
 
 from ..backend import resolve_backend
 from ..kernels import RBF, Laplacian, Matern
+from ..kernels._library import MATERN_NU
+from ..kernels._scale import SCALE_FLOOR, check_kernel_scale
 from ..utils._dispatch import select_loops
 from ..utils._validation import check_scalar_param
 from ._base import RandomFeatureMap, check_choice, check_n_components, dense_block
@@ -155,6 +157,17 @@ class RandomFourierFeatures(RandomFeatureMap):
                              f"matern); the {name} kernel's is not radial: use sampling='iid'.")
         return dict(D=D, kernel=name, gamma=gamma, nu=nu, variant=variant, sampling=sampling,
                     backend=resolve_backend(self.backend))
+
+    def _check_scale(self, X, p):
+        # the features' Monte Carlo error, ~1 / sqrt(2 D), hides smaller kernel values
+        kernel = {"rbf": RBF, "laplacian": Laplacian}.get(p["kernel"])
+        if kernel is None and p["nu"] not in MATERN_NU:  # no exact Matern kernel to read
+            return
+        kernel = Matern(p["gamma"], nu=p["nu"]) if kernel is None else kernel(p["gamma"])
+        floor = 1.0 / math.sqrt(2.0 * p["D"])
+        check_kernel_scale(kernel, X, type(self).__name__,
+                           max(SCALE_FLOOR, floor), resolution="random features resolve kernel "
+                           f"values down to about 1 / sqrt(2 n_components) = {floor:.3g}")
 
     def _draw(self, p, d, rng):
         gamma = 1.0 / d if p["gamma"] is None else p["gamma"]

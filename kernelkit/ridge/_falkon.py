@@ -31,7 +31,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..backend import resolve_backend
-from ..kernels import make_kernel, resolve_kernel
+from ..kernels import check_kernel_scale, make_kernel, resolve_kernel
 from ..utils._array_api import ArrayAPIMixin
 from ..utils._class_weight import row_weights
 from ..utils._classes import CALIBRATION_ATTR_DOC, CALIBRATION_DOC
@@ -320,6 +320,7 @@ class _FalkonBase(ArrayAPIMixin, BaseEstimator):
             w = w * (sample_weight[idx] if idx is not None else np.mean(sample_weight))
         m = C.shape[0]
         op = self._operator()
+        check_kernel_scale(op, X, type(self).__name__)
         progress.done(f"{m} centers", kind=kind)
         progress(f"plan: K_nM ({n} x {m}, ~{flops(2 * n * m * X.shape[1])}), K_MM and two "
                  f"M x M Cholesky factors (M^3/3 ~ {flops(m ** 3 / 3)} each), CG up to "

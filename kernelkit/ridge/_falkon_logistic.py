@@ -86,6 +86,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
 from ..backend import resolve_backend
+from ..kernels import check_kernel_scale
 from ..utils._threads import blas_threads_for, single_blas_thread
 from ..utils._verbose import Progress, flops
 from ._falkon_logistic_pre import _ClassPreconditioner, exact_rows, heavy_rows
@@ -176,6 +177,7 @@ def fit_logistic(est, X, Y, sample_weight):
     progress(f"logistic loss, n={n}, d={X.shape[1]}: choosing the centers", kind=kind)
     C, idx, wc = est._select_centers(X, rng)
     op = est._operator()
+    check_kernel_scale(op, X, type(est).__name__)
     m = C.shape[0]
     progress.done(f"{m} centers", kind=kind)
     progress(f"plan: K_nM ({n} x {m}, ~{flops(2 * n * m * X.shape[1])}), one Newton step per "

@@ -20,7 +20,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ..backend import resolve_backend
-from ..kernels import NTK, Kernel, is_precomputed, make_kernel
+from ..kernels import NTK, Kernel, check_kernel_scale, is_precomputed, make_kernel
 from ..kernels._library import RBF, Laplacian, Matern
 from ..kernels._resolve import KernelOperator
 from ..utils._array_api import ArrayAPIMixin
@@ -32,8 +32,7 @@ from ..utils._verbose import check_verbose
 from . import _auto
 from ._gp import ridge_predict_moments
 from ._intercept import FIT_INTERCEPT_DOC, joint_rhs, split_joint
-from ._primal import announce as announce_primal
-from ._primal import primal_applies, primal_fit
+from ._primal import announce as announce_primal, primal_applies, primal_fit
 from ._pcg import DEFAULT_MAX_ITER, KernelProduct, pcg_ridge, product_dtype
 from ._ridge_proba import CLASSES_DOC, cholesky_fit, loo_by_cholesky, pcg_oos
 
@@ -128,6 +127,8 @@ class _KernelRidgeBase(ArrayAPIMixin, BaseEstimator):
         else:
             progress = _auto.announce(self, verbose, solver, X.shape, n_targets, alpha,
                                       max_iter)
+        if psd:  # a length scale that fits the features' (kernels/_scale.py)
+            check_kernel_scale(self._get_kernel(), X, type(self).__name__)
         sw, Y0 = None, Y
         if sample_weight is not None:
             sw = np.sqrt(_check_sample_weight(sample_weight, X, dtype=np.float64,

@@ -8,7 +8,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..backend import resolve_backend
-from ..kernels import Kernel, is_precomputed, resolve_kernel
+from ..kernels import Kernel, check_kernel_scale, is_precomputed, resolve_kernel
 from ..utils._array_api import ArrayAPIMixin
 from ..utils._linalg import solve_ridge
 from ..utils._validation import check_scalar_param
@@ -112,6 +112,7 @@ class _STKRBase(ArrayAPIMixin, BaseEstimator):
                 raise ValueError("kernel='precomputed' needs a symmetric kernel matrix X.")
             return _operator.precomputed_operator(X), {}
         op = self._kernel_op(X)
+        check_kernel_scale(op, X, type(self).__name__)
         return _operator.dense_operator(op, X, float(self.cache_size) * 2**20), {}
 
     def _cross(self, X, theta):

@@ -10,7 +10,7 @@ from sklearn.utils.validation import _check_sample_weight, validate_data
 
 from .._config import get_config
 from ..backend import get_backend, resolve_backend
-from ..kernels import resolve_kernel
+from ..kernels import check_kernel_scale, resolve_kernel
 from ..utils._array_api import ArrayAPIMixin
 from ..utils._state import atomic
 from ..utils._validation import check_weights
@@ -261,6 +261,7 @@ class KernelThinning(ArrayAPIMixin, BaseEstimator):
             return kern, kern, None
         op = resolve_kernel(self.kernel, self.gamma, self.degree, self.coef0, self.kernel_params,
                             n_features=d, backend=engine.name)
+        check_kernel_scale(op, X, type(self).__name__)
         kernel = op.kernel
         Xe = engine.asarray(X)
         if op.spec is None:

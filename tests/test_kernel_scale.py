@@ -1,0 +1,110 @@
+"""The warning for a kernel that is nearly the identity on the training rows."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_breast_cancer
+from sklearn.preprocessing import StandardScaler
+
+import kernelkit as kk
+from kernelkit.exceptions import DegenerateKernelWarning
+from kernelkit.kernels import RBF, KernelOperator, Laplacian
+from kernelkit.kernels._scale import SCALE_FLOOR, check_kernel_scale, nearest_kernel_value
+
+
+def _raw():
+    X, y = load_breast_cancer(return_X_y=True)  # features up to ~4,000: raw scale
+    return X, y
+
+
+def _degenerate(fit):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit()
+    return [w for w in caught if issubclass(w.category, DegenerateKernelWarning)]
+
+
+def test_nearest_kernel_value_is_the_median_nearest_neighbour_kernel():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 3))
+    X = np.vstack([X, X[:5]])  # exact duplicates are dropped before the neighbours
+    gamma = 0.7
+    op = KernelOperator(RBF(gamma), 3, "numpy")
+    S = np.unique(X, axis=0)
+    d2 = ((S[:, None, :] - S[None, :, :]) ** 2).sum(-1)
+    np.fill_diagonal(d2, np.inf)
+    expected = np.median(np.exp(-gamma * d2.min(axis=1)))
+    assert nearest_kernel_value(op, X) == pytest.approx(expected, rel=1e-12)
+    # Laplacian: exp(-gamma ||x - y||_1)
+    op = KernelOperator(Laplacian(gamma), 3, "numpy")
+    d1 = np.abs(S[:, None, :] - S[None, :, :]).sum(-1)
+    np.fill_diagonal(d1, np.inf)
+    assert nearest_kernel_value(op, X) == pytest.approx(
+        np.median(np.exp(-gamma * d1.min(axis=1))), rel=1e-12)
+
+
+def test_only_decaying_stationary_kernels_on_dense_rows_are_checked():
+    X, _ = _raw()
+    for kernel in (kk.kernels.NTK(), kk.kernels.Polynomial(), kk.kernels.Linear()):
+        assert nearest_kernel_value(KernelOperator(kernel, X.shape[1], "numpy"), X) is None
+    op = KernelOperator(RBF(), X.shape[1], "numpy")
+    assert nearest_kernel_value(op, np.repeat(X[:1], 5, axis=0)) is None  # one distinct row
+    assert nearest_kernel_value(op, X[:1]) is None
+
+
+def test_warning_below_the_floor_only():
+    # two clusters of points 1 apart along a line: the nearest neighbour is at squared
+    # distance 1, so its kernel value is exp(-gamma)
+    X = np.arange(50.0)[:, None]
+    for gamma, warns in ((-np.log(0.5 * SCALE_FLOOR), True), (-np.log(2 * SCALE_FLOOR), False)):
+        op = KernelOperator(RBF(gamma), 1, "numpy")
+        got = _degenerate(lambda op=op: check_kernel_scale(op, X, "Owner"))
+        assert len(got) == int(warns)
+    op = KernelOperator(RBF(10.0), 1, "numpy")
+    (w,) = _degenerate(lambda: check_kernel_scale(op, X, "Owner"))
+    assert "Owner: with gamma=10" in str(w.message)
+    assert "StandardScaler" in str(w.message)
+    assert w.filename == __file__  # the caller outside kernelkit
+
+
+FACTORIES = [
+    lambda: kk.KernelRidgeClassifier(kernel="rbf"),
+    lambda: kk.KernelRidge(kernel="laplacian", gamma=0.3),
+    lambda: kk.FalkonClassifier(random_state=0),
+    lambda: kk.FalkonClassifier(loss="logistic", random_state=0),
+    lambda: kk.FalkonRegressor(random_state=0),
+    lambda: kk.EigenProClassifier(random_state=0, max_iter=2),
+    lambda: kk.KONSClassifier(random_state=0),
+    lambda: kk.STKRClassifier(kernel="rbf"),
+    lambda: kk.RandomFeaturesClassifier(random_state=0),
+    lambda: kk.RLSNystroem(random_state=0, n_components=20),
+    lambda: kk.SQUEAK(random_state=0),
+    lambda: kk.INKEstimate(random_state=0),
+    lambda: kk.KernelThinning(random_state=0),
+]
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_estimators_warn_once_on_raw_features_and_not_when_standardised(factory):
+    X, y = _raw()
+    est = factory()
+    fit = (lambda Z: est.fit(Z)) if isinstance(est, (kk.SQUEAK, kk.INKEstimate,
+                                                        kk.KernelThinning)) else \
+        (lambda Z: est.fit(Z, y))
+    # the EigenPro classifier's out-of-fold calibration fits do not repeat it
+    assert len(_degenerate(lambda: fit(X))) == 1
+    assert _degenerate(lambda: fit(StandardScaler().fit_transform(X))) == []
+
+
+def test_random_features_floor_follows_n_components():
+    # nearest neighbour at kernel value 0.05: above the exact kernels' floor and above
+    # 1 / sqrt(2 D) for D = 1,000 (0.022), below it for D = 100 (0.071)
+    X = np.arange(60.0)[:, None]
+    gamma = -np.log(0.05)
+    few = kk.RandomFourierFeatures(n_components=100, gamma=gamma, random_state=0)
+    many = kk.RandomFourierFeatures(n_components=1000, gamma=gamma, random_state=0)
+    (w,) = _degenerate(lambda: few.fit(X))
+    assert "1 / sqrt(2 n_components) = 0.0707" in str(w.message)
+    assert _degenerate(lambda: many.fit(X)) == []
+    assert _degenerate(lambda: kk.KernelRidge(kernel="rbf", gamma=gamma).fit(X, X[:, 0])) == []
