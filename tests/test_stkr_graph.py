@@ -486,3 +486,20 @@ def test_passes_read_rows_scaled_as_a_copy_holds_them(engine, f, monkeypatch):
         lazy = _graph.knn_graph(A, 6, loc, first, engine, g)
         assert (copy[0] != lazy[0]).nnz == 0 and (copy[2] != lazy[2]).nnz == 0
         np.testing.assert_array_equal(copy[1], lazy[1])
+
+
+@pytest.mark.parametrize("offset", [1e5, 1e8])
+def test_graph_and_predictions_do_not_depend_on_an_offset(offset):
+    # distances between rows far from the origin: the same graph once the offset is
+    # removed (the same-location test compares them with the rows' norms)
+    rng = np.random.default_rng(3)
+    X, Xq = rng.normal(size=(300, 3)), rng.normal(size=(40, 3))
+    y = np.where(np.arange(300) % 10 == 0, (X[:, 0] > 0).astype(int), -1)
+    ref = STKRClassifier().fit(X, y)
+    est = STKRClassifier().fit(X + offset, y)
+    assert ref.knn_offset_ is None
+    np.testing.assert_allclose(est.knn_offset_, X.mean(axis=0) + offset, rtol=1e-14)
+    np.testing.assert_array_equal(est.knn_degree_, ref.knn_degree_)
+    np.testing.assert_array_equal(est.transduction_, ref.transduction_)
+    np.testing.assert_allclose(est.decision_function(Xq + offset), ref.decision_function(Xq),
+                               rtol=0, atol=1e-9)

@@ -678,9 +678,10 @@ class KONSClassifier(OneVsAllClassifierMixin, _KONSBase):
         self._check_params()  # parameters before data
         self._check_calibration()
         class_weight = check_class_weight(self.class_weight)
-        X, y = validate_data(self, X, y, dtype=np.float64, accept_sparse=("csr", "csc"))
-        check_classification_targets(y)
-        classes = np.unique(y)
+        # _partial_fit validates X again with reset=True: it keeps the DataFrame's names
+        _, y_checked = validate_data(self, X, y, dtype=np.float64, accept_sparse=("csr", "csc"))
+        check_classification_targets(y_checked)
+        classes = np.unique(y_checked)
         if len(classes) < 2:
             raise ValueError(f"y has only 1 class ({classes[0]!r}); the classifier needs "
                              "at least two classes.")

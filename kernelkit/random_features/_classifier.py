@@ -3,10 +3,10 @@
 import numpy as np
 from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils._available_if import available_if
-from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 
 from ..utils._calibration import fit_calibration, predict_log_proba_from
+from ..utils._class_weight import check_class_weight, row_weights
 from ..utils._classes import OneVsAllClassifierMixin, _calibration_on
 from ..utils._state import atomic
 from ._ridge import _PARAMS, _blocks, _RandomFeaturesRidge
@@ -125,7 +125,8 @@ class RandomFeaturesClassifier(OneVsAllClassifierMixin, _RandomFeaturesRidge):
             if streaming and isinstance(self.class_weight, str):
                 raise ValueError("class_weight='balanced' needs all labels at once; pass a "
                                  "dict to partial_fit, or use fit.")
-            w = w * compute_sample_weight(self.class_weight, y)
+            cw = row_weights(self.class_weight, y, None, binarizer.classes_)
+            w = w if cw is None else w * cw
         Y = binarizer.transform(y).astype(np.float64)
         return Y, w, np.searchsorted(binarizer.classes_, y)
 
@@ -145,6 +146,7 @@ class RandomFeaturesClassifier(OneVsAllClassifierMixin, _RandomFeaturesRidge):
         """
         alpha = self._check_params()
         self._check_calibration()
+        check_class_weight(self.class_weight)
         X, y, w = self._validate(X, y, sample_weight, reset=True)
         check_classification_targets(y)
         if np.unique(y).shape[0] < 2:
@@ -176,6 +178,7 @@ class RandomFeaturesClassifier(OneVsAllClassifierMixin, _RandomFeaturesRidge):
         """
         alpha = self._check_params()
         self._check_calibration()
+        check_class_weight(self.class_weight)
         first = not hasattr(self, "features_")
         if first and classes is None:
             raise ValueError("classes must be passed to the first call of partial_fit (all "

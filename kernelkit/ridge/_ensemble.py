@@ -561,6 +561,8 @@ class InfiniteWidthClassifier(ClassifierMixin, _InfiniteWidthBase):
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
         check_classification_targets(y)
         lb = LabelBinarizer().fit(y)
+        if len(lb.classes_) < 2:
+            raise ValueError(f"y needs at least 2 classes, got only {lb.classes_[0]!r}.")
         self.classes_ = lb.classes_
         Y = lb.transform(y).astype(np.float64)
         if Y.shape[1] == 1:

@@ -91,6 +91,8 @@ class _STKRBase(ArrayAPIMixin, BaseEstimator):
     def _train_operator(self, X):
         """The base kernel on the training rows, and the fitted state it needs later."""
         if _is_knn(self.kernel):
+            shift = _graph.offset(X)
+            X = X if shift is None else X - shift
             e = _graph.max_exponent(X)
             f = _graph.scale_factor(e)
             if f is None or sparse.issparse(X):
@@ -102,7 +104,8 @@ class _STKRBase(ArrayAPIMixin, BaseEstimator):
                                                    self.backend_, f)
             S, degree = _graph.normalised_adjacency(W)
             state = dict(knn_radius2_=radius2, knn_degree_=degree, knn_location_=loc,
-                         knn_scale_exp_=e, _knn_first=first, _knn_reverse=reverse)
+                         knn_scale_exp_=e, knn_offset_=shift, _knn_first=first,
+                         _knn_reverse=reverse)
             return _operator.graph_operator(S, loc, self.backend_), state
         if is_precomputed(self.kernel):
             if X.shape[0] != X.shape[1]:
@@ -124,10 +127,11 @@ class _STKRBase(ArrayAPIMixin, BaseEstimator):
                                  f"training points), got {X.shape}.")
             return np.asarray(X @ theta, dtype=np.float64)
         if _is_knn(self.kernel):
-            e = self.knn_scale_exp_
+            e, shift, Xf = self.knn_scale_exp_, self.knn_offset_, self.X_fit_
+            X, Xf = (X, Xf) if shift is None else (X - shift, Xf - shift)
             fit = dict(degree=self.knn_degree_, loc=self.knn_location_,
                        first=self._knn_first, reverse=self._knn_reverse)
-            return _graph.knn_cross_matmul(_graph.scale(X, e), _graph.scale(self.X_fit_, e),
+            return _graph.knn_cross_matmul(_graph.scale(X, e), _graph.scale(Xf, e),
                                            fit, int(self.n_neighbors), theta, self.backend_)
         op = self._kernel_op(X, self.X_fit_)
         return np.asarray(op.engine.to_host(op.matmul(X, self.X_fit_, theta)), np.float64)

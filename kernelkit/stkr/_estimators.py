@@ -125,6 +125,10 @@ _ATTRS_DOC = """
     knn_scale_exp_ : int
         ``X`` is scaled by ``2**-knn_scale_exp_`` (exact) to ``max |X| < 1`` before
         distances are taken, so that the graph is the same at any scale (``"knn"``).
+    knn_offset_ : ndarray of shape (n_features,) or None
+        The mean training row, subtracted from the rows (and from queries) before
+        distances are taken where it lies farther from the origin than any row from it,
+        so that the graph is the same at any offset (``"knn"``); None otherwise.
     backend_ : str
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)

@@ -50,6 +50,22 @@ SAME = 1e-10  # squared distance below SAME * (|x|^2 + |y|^2): the same point
 SLACK = 1.0 + 1e-9
 
 
+def offset(X):
+    """The mean row of a dense ``X`` where it lies farther from the origin than any row
+    from it (``max |mean| > max |x - mean|``), else None (sparse: None).
+
+    The graph depends on differences only, but :data:`SAME` compares squared distances
+    with the rows' norms: features shifted far from the origin (coordinates, timestamps,
+    ``+ 1e5``) would make most distinct rows one location. The fit therefore takes its
+    distances between rows minus this offset (a copy), and queries the same.
+    """
+    if sparse.issparse(X) or X.shape[0] == 0:
+        return None
+    mean = X.mean(axis=0)
+    spread = max(float(np.max(X.max(axis=0) - mean)), float(np.max(mean - X.min(axis=0))))
+    return mean if float(np.max(np.abs(mean))) > spread else None
+
+
 def max_exponent(X):
     """``e`` with ``max |X| < 2**e <= 2 max |X|`` (0 for an all-zero ``X``)."""
     a = X.data if sparse.issparse(X) else X

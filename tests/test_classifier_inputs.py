@@ -1,0 +1,70 @@
+"""Input contracts every classifier shares: two classes at least, valid class weights,
+and the DataFrame column names kept from fit."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import kernelkit as kk
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # 2 epochs
+
+CLASSIFIERS = {
+    "KernelRidgeClassifier": lambda: kk.KernelRidgeClassifier(kernel="rbf"),
+    "KernelRidgeClassifierCV": lambda: kk.KernelRidgeClassifierCV(kernel="rbf"),
+    "NTKRidgeClassifier": lambda: kk.NTKRidgeClassifier(),
+    "FalkonClassifier": lambda: kk.FalkonClassifier(n_centers=20, random_state=0),
+    "FalkonClassifier-logistic": lambda: kk.FalkonClassifier(loss="logistic", n_centers=20,
+                                                             random_state=0),
+    "EigenProClassifier": lambda: kk.EigenProClassifier(max_iter=2, random_state=0),
+    "KONSClassifier": lambda: kk.KONSClassifier(random_state=0),
+    "InfiniteWidthClassifier": lambda: kk.InfiniteWidthClassifier(),
+    "STKRClassifier": lambda: kk.STKRClassifier(),
+    "RandomFeaturesClassifier": lambda: kk.RandomFeaturesClassifier(random_state=0),
+}
+WEIGHTED = [name for name, make in CLASSIFIERS.items() if "class_weight" in make().get_params()]
+
+
+def _data(n=80):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, 3))
+    return X, (X[:, 0] > 0).astype(int)
+
+
+@pytest.mark.parametrize("name", CLASSIFIERS)
+def test_one_class_is_rejected(name):
+    X, _ = _data()
+    with pytest.raises(ValueError, match="class"):
+        CLASSIFIERS[name]().fit(X, np.zeros(len(X), dtype=int))
+
+
+def test_weighted_classifiers_are_the_expected_ones():
+    # the infinite-width ensemble is trained on the squared loss of one-hot targets
+    assert set(CLASSIFIERS) - set(WEIGHTED) == {"InfiniteWidthClassifier"}
+
+
+@pytest.mark.parametrize("name", WEIGHTED)
+@pytest.mark.parametrize("weight", [-1.0, np.nan, np.inf])
+def test_bad_class_weight_is_rejected_by_name(name, weight):
+    X, y = _data()
+    with pytest.raises(ValueError, match=r"class_weight\[0\]"):
+        CLASSIFIERS[name]().set_params(class_weight={0: weight}).fit(X, y)
+
+
+@pytest.mark.parametrize("name", WEIGHTED)
+def test_class_weight_for_an_unseen_class_is_rejected(name):
+    X, y = _data()
+    with pytest.raises(ValueError, match="class_weight"):
+        CLASSIFIERS[name]().set_params(class_weight={0: 1.0, 7: 2.0}).fit(X, y)
+
+
+@pytest.mark.parametrize("name", CLASSIFIERS)
+def test_dataframe_column_names_are_kept_and_checked(name):
+    X, y = _data()
+    df = pd.DataFrame(X, columns=["a", "b", "c"])
+    est = CLASSIFIERS[name]().fit(df, y)
+    assert list(est.feature_names_in_) == ["a", "b", "c"]
+    ref = CLASSIFIERS[name]().fit(X, y)  # the same model as from the array
+    np.testing.assert_allclose(est.predict_proba(df), ref.predict_proba(X), rtol=1e-12)
+    with pytest.raises(ValueError, match="feature names"):
+        est.predict(df[["c", "b", "a"]])
