@@ -33,12 +33,12 @@ _SAMPLE = 256
 def nearest_kernel_value(op, X):
     """Median over up to ``_SAMPLE`` evenly spaced distinct rows of ``X`` of the kernel
     value to the nearest other one (``op``: a :class:`KernelOperator` or a kernel,
-    evaluated by the NumPy engine); None when it
-    does not apply (not a decaying stationary kernel, not a dense NumPy ``X``, fewer
-    than two distinct rows)."""
+    evaluated by the NumPy engine); None when it does not apply (not a decaying
+    stationary kernel, not a dense NumPy ``X``, fewer than two distinct rows)."""
     op = _operator(op, X)
-    if op is None or not isinstance(op.kernel, (RBF, Laplacian, Matern)) or not isinstance(X, np.ndarray) \
-            or X.ndim != 2 or X.shape[0] < 2:
+    if op is None or not isinstance(op.kernel, (RBF, Laplacian, Matern)):
+        return None
+    if not isinstance(X, np.ndarray) or X.ndim != 2 or X.shape[0] < 2:
         return None
     rows = np.unique(np.linspace(0, X.shape[0] - 1, min(_SAMPLE, X.shape[0])).astype(np.intp))
     S = np.unique(np.asarray(X[rows], np.float64), axis=0)
