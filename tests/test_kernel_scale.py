@@ -28,20 +28,39 @@ def _degenerate(fit):
 def test_nearest_kernel_value_is_the_median_nearest_neighbour_kernel():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((40, 3))
-    X = np.vstack([X, X[:5]])  # exact duplicates are dropped before the neighbours
+    X = np.vstack([X, X[:5]])  # exact copies are not neighbours
     gamma = 0.7
+    same = (X[:, None, :] == X[None, :, :]).all(-1)
+    d2 = np.where(same, np.inf, ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1))
     op = KernelOperator(RBF(gamma), 3, "numpy")
-    S = np.unique(X, axis=0)
-    d2 = ((S[:, None, :] - S[None, :, :]) ** 2).sum(-1)
-    np.fill_diagonal(d2, np.inf)
     expected = np.median(np.exp(-gamma * d2.min(axis=1)))
     assert nearest_kernel_value(op, X) == pytest.approx(expected, rel=1e-12)
     # Laplacian: exp(-gamma ||x - y||_1)
+    d1 = np.where(same, np.inf, np.abs(X[:, None, :] - X[None, :, :]).sum(-1))
     op = KernelOperator(Laplacian(gamma), 3, "numpy")
-    d1 = np.abs(S[:, None, :] - S[None, :, :]).sum(-1)
-    np.fill_diagonal(d1, np.inf)
     assert nearest_kernel_value(op, X) == pytest.approx(
         np.median(np.exp(-gamma * d1.min(axis=1))), rel=1e-12)
+
+
+def test_neighbours_come_from_more_rows_than_the_sample():
+    # 3,000 sorted points on a line, 1e-3 apart: the 256 sampled rows are ~12e-3 apart,
+    # all 3,000 are neighbours' candidates (kernel value exp(-gamma 1e-6) = 0.95)
+    X = np.arange(3000.0)[:, None] * 1e-3
+    op = KernelOperator(RBF(5e4), 1, "numpy")
+    assert nearest_kernel_value(op, X) == pytest.approx(np.exp(-5e4 * 1e-6), rel=1e-9)
+    assert _degenerate(lambda: kk.KernelRidge(kernel="rbf", gamma=5e4).fit(X, X[:, 0])) == []
+
+
+def test_few_rows_and_overflowing_rows_are_not_read():
+    op = KernelOperator(RBF(100.0), 2, "numpy")
+    X = np.arange(18.0).reshape(9, 2)  # nine distinct rows: too few to judge
+    assert nearest_kernel_value(op, X) is None
+    assert nearest_kernel_value(op, np.vstack([X, X])) is None  # copies do not count
+    X = np.arange(40.0).reshape(20, 2)
+    assert nearest_kernel_value(op, X) < SCALE_FLOOR
+    X[3] = 1e160  # the kernel's own check would raise: the warning never fails a fit
+    assert nearest_kernel_value(op, X) is None
+    kk.RandomFourierFeatures(random_state=0).fit(X)
 
 
 def test_only_decaying_stationary_kernels_on_dense_rows_are_checked():
@@ -49,7 +68,7 @@ def test_only_decaying_stationary_kernels_on_dense_rows_are_checked():
     for kernel in (kk.kernels.NTK(), kk.kernels.Polynomial(), kk.kernels.Linear()):
         assert nearest_kernel_value(KernelOperator(kernel, X.shape[1], "numpy"), X) is None
     op = KernelOperator(RBF(), X.shape[1], "numpy")
-    assert nearest_kernel_value(op, np.repeat(X[:1], 5, axis=0)) is None  # one distinct row
+    assert nearest_kernel_value(op, np.repeat(X[:1], 20, axis=0)) is None  # one distinct row
     assert nearest_kernel_value(op, X[:1]) is None
 
 
@@ -95,6 +114,27 @@ def test_estimators_warn_once_on_raw_features_and_not_when_standardised(factory)
     # the EigenPro classifier's out-of-fold calibration fits do not repeat it
     assert len(_degenerate(lambda: fit(X))) == 1
     assert _degenerate(lambda: fit(StandardScaler().fit_transform(X))) == []
+
+
+def test_warning_names_the_outer_estimator_and_the_users_line():
+    X, y = _raw()
+    cases = {"KernelRidgeCV": lambda: kk.KernelRidgeCV(kernel="rbf").fit(X, y),
+             "RandomFeaturesRegressor": lambda: kk.RandomFeaturesRegressor(
+                 random_state=0).fit(X, y),
+             "RandomFourierFeatures": lambda: kk.RandomFourierFeatures(
+                 random_state=0).fit_transform(X)}
+    for name, fit in cases.items():
+        (w,) = _degenerate(fit)
+        assert str(w.message).startswith(f"{name}: with gamma=")
+        assert w.filename == __file__
+
+
+def test_a_stream_is_checked_on_its_first_batch_of_ten_rows():
+    X, y = _raw()
+    est = kk.KONSRegressor(random_state=0)
+    assert _degenerate(lambda: [est.partial_fit(X[i:i + 1], y[i:i + 1]) for i in range(5)]) == []
+    assert len(_degenerate(lambda: est.partial_fit(X[5:40], y[5:40]))) == 1
+    assert _degenerate(lambda: est.partial_fit(X[40:80], y[40:80])) == []
 
 
 def test_random_features_floor_follows_n_components():

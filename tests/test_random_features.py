@@ -594,3 +594,23 @@ def test_classifier_without_calibration_skips_it_and_has_no_proba():
             call(on.set_params(calibration="platt"))
         on.set_params(calibration="auto")
         np.testing.assert_array_equal(on.predict_proba(X), proba)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's overflow inside the map
+def test_overflowing_features_raise_and_fit_transform_rolls_back():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((100, 3))
+    ts = TensorSketch(random_state=0).fit(X)
+    Z = ts.transform(X)
+    Xq = X[:5].copy()
+    Xq[2] *= 1e105  # the sketch's degree-3 products overflow float64
+    with pytest.raises(ValueError, match="TensorSketch: X has values too large"):
+        ts.transform(Xq)
+    state = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in vars(ts).items()}
+    with pytest.raises(ValueError, match="too large"):
+        ts.set_params(random_state=1).fit_transform(X * 1e110)
+    ts.set_params(random_state=0)
+    assert vars(ts).keys() == state.keys()
+    for k, v in state.items():
+        np.testing.assert_array_equal(vars(ts)[k], v)
+    np.testing.assert_array_equal(ts.transform(X), Z)

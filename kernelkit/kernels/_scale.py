@@ -6,9 +6,13 @@ every row is its own only neighbour, the model interpolates its labels and predi
 (near) nothing elsewhere: on scikit-learn's raw breast_cancer (features up to
 thousands) at ``gamma = 1 / n_features``, or raw 0-255 pixels at ``gamma = 0.02``
 (every value between distinct rows underflows to 0). Nothing fails, so the estimators
-check once per fit: between each of up to 256 evenly spaced training rows and its
-nearest neighbour among them, the median kernel value (1 for identical rows, which are
-dropped first) must be at least ``floor``. Measured at ``gamma = 1 / n_features``: 0.27-1
+check once per fit (dense rows; a stream: its first batch of ten rows or more):
+between each of up to 256 evenly spaced training rows and its nearest neighbour among
+up to 4,096 evenly spaced ones (all of them up to that size), the median kernel value
+(identical rows do not count as neighbours) must be at least ``floor``; fewer than 10
+distinct rows are not checked. Sampled neighbours lie farther apart than all the
+rows' (on 3,000 sorted points in one dimension, 256 of them: twelve times), hence the
+larger set. Measured at ``gamma = 1 / n_features``: 0.27-1
 on scikit-learn's bundled sets standardised and on Fashion-MNIST pixels in [0, 1]
 (gamma up to 0.05); 2e-6 (breast_cancer), 1.5e-3 (digits, wine) raw, 0 on 0-255
 pixels. A random-feature map resolves values down to about its Monte Carlo error
@@ -25,31 +29,46 @@ from ..exceptions import DegenerateKernelWarning
 from ._library import RBF, Laplacian, Matern, _gamma
 from ._resolve import KernelOperator
 
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PACKAGES = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+                  for m in (sys.modules[__name__.split(".")[0]], __import__("sklearn")))
 SCALE_FLOOR = 1e-2  # the median nearest-neighbour kernel value below which fit warns
-_SAMPLE = 256
+_SAMPLE, _NEIGHBOURS, _MIN_ROWS = 256, 4096, 10
+
+
+def _rows(n, m):
+    return np.unique(np.linspace(0, n - 1, min(m, n)).astype(np.intp))
 
 
 def nearest_kernel_value(op, X):
-    """Median over up to ``_SAMPLE`` evenly spaced distinct rows of ``X`` of the kernel
-    value to the nearest other one (``op``: a :class:`KernelOperator` or a kernel,
-    evaluated by the NumPy engine); None when it does not apply (not a decaying
-    stationary kernel, not a dense NumPy ``X``, fewer than two distinct rows)."""
+    """Median, over up to ``_SAMPLE`` evenly spaced rows of ``X``, of the kernel value to
+    the nearest of up to ``_NEIGHBOURS`` evenly spaced rows that differ from it (``op``:
+    a :class:`KernelOperator` or a kernel, evaluated by the NumPy engine).
+
+    None where it does not apply or cannot be read: not a decaying stationary kernel,
+    not a dense NumPy ``X``, fewer than ``_MIN_ROWS`` distinct rows, or rows whose
+    kernel values overflow (the estimator reports those itself).
+    """
     op = _operator(op, X)
     if op is None or not isinstance(op.kernel, (RBF, Laplacian, Matern)):
         return None
-    if not isinstance(X, np.ndarray) or X.ndim != 2 or X.shape[0] < 2:
+    if not isinstance(X, np.ndarray) or X.ndim != 2 or X.shape[0] < _MIN_ROWS:
         return None
-    rows = np.unique(np.linspace(0, X.shape[0] - 1, min(_SAMPLE, X.shape[0])).astype(np.intp))
-    S = np.unique(np.asarray(X[rows], np.float64), axis=0)
-    if S.shape[0] < 2:
+    T = np.asarray(X[_rows(X.shape[0], _NEIGHBOURS)], np.float64)
+    S = T[_rows(T.shape[0], _SAMPLE)] if T.shape[0] > _SAMPLE else T
+    _, ids = np.unique(np.vstack([S, T]), axis=0, return_inverse=True)
+    ids = ids.reshape(-1)
+    if np.unique(ids[len(S):]).size < _MIN_ROWS:
         return None
-    K = op.block_host(S)
-    np.fill_diagonal(K, -np.inf)
+    try:
+        with np.errstate(all="ignore"):
+            K = op.block_host(S, T)
+    except (ValueError, FloatingPointError, OverflowError):
+        return None
+    K[ids[:len(S), None] == ids[None, len(S):]] = -np.inf  # a row and its copies
     return float(np.median(K.max(axis=1)))
 
 
-def check_kernel_scale(op, X, owner, floor=SCALE_FLOOR, resolution=None):
+def check_kernel_scale(op, X, owner, floor=SCALE_FLOOR, resolution=None, advice=None):
     """Warn (:class:`~kernelkit.exceptions.DegenerateKernelWarning`) when ``op``'s
     kernel is nearly the identity on the training rows ``X`` (see the module notes).
 
@@ -59,11 +78,14 @@ def check_kernel_scale(op, X, owner, floor=SCALE_FLOOR, resolution=None):
     X : ndarray of shape (n_samples, n_features)
         The training rows (anything else is not checked).
     owner : str
-        The estimator's name, for the message.
+        The estimator's name, for the message (the outermost kernelkit estimator whose
+        fit is running takes its place: a CV search's, not its refit's).
     floor : float
         The smallest acceptable median nearest-neighbour kernel value.
     resolution : str or None
         Why the floor is what it is, when it is not :data:`SCALE_FLOOR`.
+    advice : str or None
+        A remedy beside standardising ``X`` and lowering gamma.
 
     Returns
     -------
@@ -75,14 +97,15 @@ def check_kernel_scale(op, X, owner, floor=SCALE_FLOOR, resolution=None):
     if value is not None and value < floor:
         gamma = _gamma(op.kernel.gamma, op.n_features)
         why = resolution or "a kernel that sees neighbours is well above it"
+        level, outer = _caller()
         warnings.warn(
-            f"{owner}: with gamma={gamma:.4g} the {type(op.kernel).__name__} kernel is nearly "
-            f"the identity matrix on the training rows: between a row and its nearest "
-            f"neighbour among {_SAMPLE} sampled rows its median value is {value:.3g}, below "
-            f"{floor:.3g} ({why}). The model then only interpolates its training labels and "
-            "predicts close to nothing elsewhere. gamma does not fit the features' scale: "
-            "standardise X (sklearn.preprocessing.StandardScaler) or lower gamma.",
-            DegenerateKernelWarning, stacklevel=_user_stacklevel())
+            f"{outer or owner}: with gamma={gamma:.4g} the {type(op.kernel).__name__} kernel is "
+            f"nearly the identity matrix on the training rows: between a row and its nearest "
+            f"neighbour its median value is {value:.3g}, below {floor:.3g} ({why}). The model "
+            "then only interpolates its training labels and predicts close to nothing "
+            "elsewhere. gamma does not fit the features' scale: standardise X "
+            f"(sklearn.preprocessing.StandardScaler){advice or ''} or lower gamma.",
+            DegenerateKernelWarning, stacklevel=level)
     return value
 
 
@@ -94,10 +117,18 @@ def _operator(op, X):
     return KernelOperator(op, X.shape[1] if getattr(X, "ndim", 0) == 2 else 1, "numpy")
 
 
-def _user_stacklevel():
-    """The ``stacklevel`` that names the first caller outside kernelkit (for a warning
-    raised by the function that calls this)."""
-    frame, level = sys._getframe(2), 2
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE + os.sep):
+def _caller():
+    """``(stacklevel, name)`` for a warning raised by the function that calls this: the
+    first frame outside kernelkit and scikit-learn (the user's line, not a Pipeline's
+    or a CV search's), and the class of the outermost kernelkit estimator whose method
+    is running (None if none is found)."""
+    frame, level, name = sys._getframe(2), 2, None
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGES):
+        owner = frame.f_locals.get("self")
+        if type(owner).__module__.startswith(_PACKAGE_NAME) and hasattr(owner, "get_params"):
+            name = type(owner).__name__
         frame, level = frame.f_back, level + 1
-    return level
+    return level, name
+
+
+_PACKAGE_NAME = __name__.split(".")[0] + "."

@@ -186,7 +186,7 @@ class _KONSBase(ArrayAPIMixin, BaseEstimator):
                  "kernel against the dictionary, then an O(m^2) update per sample)",
                  method=self.method, n_atoms=int(st["istate"][0]),
                  **cost_line(cap, n, X.shape[1], n_mat))
-        if not st["istate"][1]:  # the first batch: a length scale that fits the features'
+        if st["istate"][1] < 10:  # the first batch of ten rows: a length scale that fits
             check_kernel_scale(self._op, X, type(self).__name__)
         try:
             for r0 in range(0, n, _CHUNK):

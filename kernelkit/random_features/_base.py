@@ -97,7 +97,8 @@ class RandomFeatureMap(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ArrayA
         Raises
         ------
         ValueError
-            If ``X`` has a different number of features than at ``fit``, or NaN/inf.
+            If ``X`` has a different number of features than at ``fit``, or NaN/inf, or
+            values so large that the features overflow.
         """
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=_DTYPES,
@@ -107,8 +108,19 @@ class RandomFeatureMap(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ArrayA
         step = block_rows(self._width(), n)
         for r0 in range(0, n, step):
             r1 = min(n, r0 + step)
-            self._transform_block(X[r0:r1], out[r0:r1])
+            block = out[r0:r1]
+            self._transform_block(X[r0:r1], block)
+            # two reductions, no temporary: NaN propagates through min and max
+            if block.size and not (np.isfinite(block.min()) and np.isfinite(block.max())):
+                raise ValueError(f"{type(self).__name__}: X has values too large in magnitude "
+                                 "for the map's arithmetic (its features overflow); rescale it.")
         return out
+
+    @atomic
+    def fit_transform(self, X, y=None, **fit_params):
+        """``fit(X).transform(X)``; a ``transform`` that raises leaves the map as it was
+        before the call (not refitted)."""
+        return super().fit_transform(X, y, **fit_params)
 
     @property
     def n_features_out_(self):

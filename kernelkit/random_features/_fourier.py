@@ -167,7 +167,8 @@ class RandomFourierFeatures(RandomFeatureMap):
         floor = 1.0 / math.sqrt(2.0 * p["D"])
         check_kernel_scale(kernel, X, type(self).__name__,
                            max(SCALE_FLOOR, floor), resolution="random features resolve kernel "
-                           f"values down to about 1 / sqrt(2 n_components) = {floor:.3g}")
+                           f"values down to about 1 / sqrt(2 n_components) = {floor:.3g}",
+                           advice=", raise n_components")
 
     def _draw(self, p, d, rng):
         gamma = 1.0 / d if p["gamma"] is None else p["gamma"]
