@@ -43,9 +43,9 @@ def test_nearest_kernel_value_is_the_median_nearest_neighbour_kernel():
 
 
 def test_neighbours_come_from_more_rows_than_the_sample():
-    # 3,000 sorted points on a line, 1e-3 apart: the 256 sampled rows are ~12e-3 apart,
-    # all 3,000 are neighbours' candidates (kernel value exp(-gamma 1e-6) = 0.95)
-    X = np.arange(3000.0)[:, None] * 1e-3
+    # 2,000 sorted points on a line, 1e-3 apart: the 128 sampled rows are ~16e-3 apart,
+    # all 2,000 are neighbours' candidates (kernel value exp(-gamma 1e-6) = 0.95)
+    X = np.arange(2000.0)[:, None] * 1e-3
     op = KernelOperator(RBF(5e4), 1, "numpy")
     assert nearest_kernel_value(op, X) == pytest.approx(np.exp(-5e4 * 1e-6), rel=1e-9)
     assert _degenerate(lambda: kk.KernelRidge(kernel="rbf", gamma=5e4).fit(X, X[:, 0])) == []
