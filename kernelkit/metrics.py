@@ -102,9 +102,9 @@ def mmd(X, Y, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None
 
     diag = op.diag
 
+    xy = float(a @ product(Xe, Ye, b))  # first: an overflow names the sample that causes it
     xx = float(a @ product(Xe, Xe, a))
     yy = float(b @ product(Ye, Ye, b))
-    xy = float(a @ product(Xe, Ye, b))
     if unbiased:
         for w, name in ((a, "X"), (b, "Y")):
             rest = 1.0 - float(w @ w)

@@ -698,3 +698,13 @@ def test_big_endian_input_equals_native_and_sparse_is_refused(bc):
                  lambda: RLSNystroem(n_components=10).fit(S)):
         with pytest.raises(TypeError, match="dense data is required"):
             call()
+
+
+def test_ink_names_an_overflowing_batch_x():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((50, 3))
+    ink = INKEstimate(random_state=0).fit(X)
+    batch = X[:10].copy()
+    batch[3] = 1e200
+    with pytest.raises(ValueError, match="^X has values too large"):
+        ink.partial_fit(batch)

@@ -126,3 +126,14 @@ def test_bad_input(kwargs, match):
     X, Y = args.pop("X"), args.pop("Y")
     with pytest.raises(ValueError, match=match):
         mmd(X, Y, **args)
+
+
+def test_an_overflowing_sample_is_named():
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((50, 3)), rng.standard_normal((50, 3))
+    for name, A in (("X", X), ("Y", Y)):
+        A = A.copy()
+        A[4] = 1e200
+        args = (A, Y) if name == "X" else (X, A)
+        with pytest.raises(ValueError, match=f"^{name} has values too large"):
+            mmd(*args)

@@ -246,11 +246,10 @@ def _ink_run(d, kern, pts, t0, gamma_reg, eps, qbar, seed, backend):
         local_pts = np.concatenate([d.pts, new_pts])
         keys = np.concatenate([d.idx, np.arange(t0 + c0, t0 + c1, dtype=np.int64)])
         s = len(keys)
+        K = kern(new_pts)  # first: an overflowing batch is named X, as the caller's
         if m0:
             cross = kern(d.pts, new_pts)
-            K = np.block([[d.G, cross], [cross.T, kern(new_pts)]])
-        else:
-            K = kern(new_pts)
+            K = np.block([[d.G, cross], [cross.T, K]])
         dict_local = np.zeros(s, dtype=np.int64)
         dict_local[:m0] = np.arange(m0)
         p = np.zeros(s)
