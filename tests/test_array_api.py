@@ -374,3 +374,19 @@ def test_gpu_benchmark_dry_run(tmp_path):
     assert solvers["ep2"]["score"] > 0.4 and solvers["cpp"]["coreset"] == 32
     for name in ("falkon", "pcg"):  # run when they exist, else said so
         assert "fit_s" in solvers[name] or "not available" in solvers[name]["status"]
+
+
+@pytest.mark.parametrize("dispatch", [False, True])
+def test_kernel_calls_keep_namespace_and_float32_with_or_without_dispatch(dispatch, rng, xps,
+                                                                         monkeypatch):
+    import contextlib
+
+    from kernelkit.metrics import mmd
+
+    X, Y = _data(rng)
+    with _dispatch(monkeypatch) if dispatch else contextlib.nullcontext():
+        K = RBF(0.4)(xps.asarray(X.astype(np.float32)))
+        assert array_namespace(K) is xps and K.dtype == xps.float32
+        assert_allclose(np.asarray(K), RBF(0.4)(X.astype(np.float32)), rtol=1e-6)
+        assert mmd(xps.asarray(X), xps.asarray(Y), gamma=0.3) == pytest.approx(
+            mmd(X, Y, gamma=0.3), rel=1e-12)

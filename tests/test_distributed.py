@@ -120,3 +120,34 @@ def test_process_workers_serialise_the_tasks(data):
             local = EigenProRegressor(**kw).fit(X, Y)
             remote = EigenProRegressor(client=c, **kw).fit(X, Y)
             assert_allclose(remote.predict(Xt), local.predict(Xt), rtol=1e-9, atol=1e-12)
+
+
+def test_falkon_takes_a_scheduler_address_and_rejects_bad_clients(client, data):
+    from kernelkit import FalkonRegressor
+
+    X, Y, Xt = data
+    params = dict(gamma=0.3, n_centers=60, tol=1e-10, random_state=0)
+    by_client = FalkonRegressor(client=client, **params).fit(X, Y)
+    by_address = pickle.loads(pickle.dumps(clone(
+        FalkonRegressor(client=client.scheduler.address, **params)))).fit(X, Y)
+    assert_allclose(by_address.predict(Xt), by_client.predict(Xt), rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="client must be None"):
+        FalkonRegressor(client=123).fit(X, Y)
+
+
+@pytest.mark.filterwarnings("ignore:Port .* is already in use")  # a second cluster's dashboard
+def test_a_closed_client_is_a_clear_error(data):
+    from kernelkit import FalkonRegressor, SQUEAK
+    from kernelkit.distributed import fit_disqueak
+
+    X, Y, Xt = data
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        closed = distributed.Client(cluster)
+        closed.close()
+        for call in (lambda: FalkonRegressor(client=closed, n_centers=20).fit(X, Y),
+                     lambda: EigenProRegressor(client=closed, max_iter=1).fit(X, Y),
+                     lambda: kernel_matmul(closed, RBF(), Xt, X, Y),
+                     lambda: fit_disqueak(SQUEAK(), X, client=closed)):
+            with pytest.raises(ValueError, match="not usable"):
+                call()

@@ -344,3 +344,15 @@ def test_kernel_params_keep_hyperparameter_values_exact(rng):
     k = make_kernel(NTK(w_std=g, b_std=g), kernel_params={"depth": 2})
     assert (k.w_std, k.b_std, k.depth) == (g, g, 2)
     assert make_kernel(RBF(g), kernel_params={"gamma_bounds": "fixed"}).gamma == g
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's own overflow on the way
+def test_kernel_objects_raise_on_non_finite_values():
+    # estimators and direct calls alike: no silent NaN or inf
+    X = np.random.default_rng(0).standard_normal((20, 3))
+    from kernelkit.kernels import Polynomial
+    for kernel, Z in ((Polynomial(degree=2.5), X), (Polynomial(degree=3), 1e120 * X)):
+        with pytest.raises(ValueError, match="produced NaN or infinite values"):
+            kernel(Z)
+    with pytest.raises(ValueError, match="produced NaN or infinite values"):
+        Polynomial(degree=3).diag(1e120 * X)

@@ -46,7 +46,8 @@ def fit_disqueak(estimator, X, *, client, n_partitions=None):
     Raises
     ------
     ValueError
-        As ``SQUEAK.fit``; also for a precomputed kernel or an invalid ``n_partitions``.
+        As ``SQUEAK.fit``; also for a precomputed kernel, an invalid ``n_partitions`` or
+        a closed client.
     TypeError
         If ``client`` is not a ``distributed.Client``.
 
@@ -69,9 +70,11 @@ def fit_disqueak(estimator, X, *, client, n_partitions=None):
         _tree_pairs,
     )
     from ..utils._validation import check_scalar_param
+    from ._operator import _resolve_client
 
     if not isinstance(client, Client):
         raise TypeError(f"client must be a distributed.Client, got {type(client).__name__}.")
+    _resolve_client(client)  # a closed one is a clear ValueError
     if not isinstance(estimator, SQUEAK):
         raise TypeError(f"estimator must be a kernelkit SQUEAK, got {type(estimator).__name__}.")
     if estimator._precomputed():

@@ -30,6 +30,9 @@ def _resolve_client(client):
     """
     distributed = _import_distributed()
     if isinstance(client, distributed.Client):
+        if client.status not in ("running", "connecting", "newly-created"):
+            raise ValueError(f"client={client!r} is not usable (status {client.status!r}): "
+                             "pass an open dask.distributed.Client or a scheduler address.")
         return client, False
     if isinstance(client, str):
         try:

@@ -17,6 +17,7 @@ from ..utils._array_api import ArrayAPIMixin
 from ..utils._class_weight import row_weights
 from ..utils._state import atomic
 from ..utils._threads import blas_threads_for, single_blas_thread
+from ..utils._validation import check_client
 from ..utils._verbose import Progress, check_verbose, flops
 from . import _solver as _ep
 from ._checks import (
@@ -133,10 +134,7 @@ class _BaseEigenPro(ArrayAPIMixin, BaseEstimator):
             self.projection_period, "projection_period", low=1, integer=True)
         p["cache_size"] = _check_choice_or_number(self.cache_size, "cache_size", low=0.0,
                                                   integer=False)
-        if self.client is not None and not isinstance(self.client, str) and \
-                type(self.client).__module__.split(".")[0] != "distributed":
-            raise ValueError(f"client must be None, a dask.distributed.Client or a scheduler "
-                             f"address string, got {self.client!r}.")
+        check_client(self.client)
         if not (isinstance(self.early_stopping, (bool, np.bool_)) or
                 (isinstance(self.early_stopping, str) and self.early_stopping == "auto")):
             raise ValueError(f"early_stopping must be 'auto' or a bool, got "

@@ -1,6 +1,7 @@
 """The Kernel base class: a scikit-learn GP kernel evaluated by kernelkit engines."""
 
 import inspect
+import math
 from numbers import Real
 
 import weakref
@@ -12,6 +13,17 @@ from sklearn.gaussian_process.kernels import Kernel as _GPKernel
 from ..backend import get_backend
 from ..utils._array_api import follow_input
 from ..utils._validation import check_input, check_pair
+
+
+def checked_values(K, kernel, xp):
+    """``K``, or a ValueError naming ``kernel`` where it holds NaN or inf (min and max
+    propagate NaN and expose inf without an ``n x m`` boolean temporary)."""
+    if K.size and not (math.isfinite(float(xp.min(K))) and math.isfinite(float(xp.max(K)))):
+        raise ValueError(
+            f"the kernel {kernel!r} produced NaN or infinite values on these inputs; check "
+            "its parameters (e.g. a fractional polynomial degree on negative dot products, "
+            "or a scale that overflows) or rescale X.")
+    return K
 
 
 class Kernel(_GPKernel):
@@ -98,7 +110,8 @@ class Kernel(_GPKernel):
         ------
         ValueError
             On NaN/inf, empty or non-2-D input, mismatched feature counts, an
-            invalid kernel parameter, or an unusable configured backend.
+            invalid kernel parameter, an unusable configured backend, or kernel
+            values that are NaN or inf (e.g. a fractional degree on negative dot products).
         """
         X_in, Y_in = X, Y
         X, Y = check_pair(X, Y)
@@ -107,7 +120,7 @@ class Kernel(_GPKernel):
         spec = self.spec(X.shape[1])
         engine = get_backend(None, X, Y)
         K = engine.pairwise(spec, engine.asarray(X), None if Y is None else engine.asarray(Y))
-        K = follow_input(K, X_in, Y_in)
+        K = follow_input(checked_values(K, self, engine.xp), X_in, Y_in)
         if not eval_gradient:
             return K
         free = [h.name for h in self.hyperparameters if not h.fixed]
@@ -131,7 +144,8 @@ class Kernel(_GPKernel):
         """
         X_in, X = X, check_input(X)
         engine = get_backend(None, X)
-        return follow_input(engine.diag(self.spec(X.shape[1]), engine.asarray(X)), X_in)
+        diag = engine.diag(self.spec(X.shape[1]), engine.asarray(X))
+        return follow_input(checked_values(diag, self, engine.xp), X_in)
 
     def is_stationary(self):
         """Whether ``k(x, y)`` depends on ``x - y`` only."""

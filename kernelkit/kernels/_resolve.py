@@ -6,13 +6,11 @@ that the error messages, the finiteness check of produced kernel values and the
 blockwise fallback for host callables exist once.
 """
 
-import math
-
 import numpy as np
 
 from .._config import get_config
 from ..backend import get_backend
-from ._base import Kernel, _CallableKernel, _host, _PairwiseKernel
+from ._base import Kernel, _CallableKernel, _host, _PairwiseKernel, checked_values
 
 __all__ = ["KernelOperator", "resolve_kernel", "is_precomputed", "make_kernel"]
 
@@ -66,14 +64,7 @@ class KernelOperator:
         return self.engine.xp
 
     def _checked(self, K):
-        xp = self.engine.xp
-        # min and max propagate NaN and expose inf without an n x m boolean temporary
-        if K.size and not (math.isfinite(float(xp.min(K))) and math.isfinite(float(xp.max(K)))):
-            raise ValueError(
-                f"the kernel {self.kernel!r} produced NaN or infinite values on these inputs; "
-                "check its parameters (e.g. a fractional polynomial degree on negative dot "
-                "products, or a scale that overflows) or rescale X.")
-        return K
+        return checked_values(K, self.kernel, self.engine.xp)
 
     def block(self, X, Y=None, dtype=None):
         """``k(X, Y)`` as an engine array (``Y`` None: ``k(X, X)``, exactly symmetric).

@@ -37,6 +37,7 @@ from ..utils._class_weight import row_weights
 from ..utils._classes import CALIBRATION_ATTR_DOC, CALIBRATION_DOC
 from ..utils._state import atomic
 from ..utils._threads import blas_threads_for, single_blas_thread
+from ..utils._validation import check_client
 from ..utils._verbose import Progress, check_verbose, flops
 from ._falkon_logistic import fit_logistic
 from ._falkon_loo import (_LOO_ROWS, exact_loo_is_cheap, holdout_values,
@@ -106,6 +107,7 @@ class _FalkonBase(ArrayAPIMixin, BaseEstimator):
             _check_alpha(self.alpha)
             make_kernel(self.kernel, self.gamma, self.degree, self.coef0, self.kernel_params)
             resolve_backend(self.backend)
+            check_client(self.client)
             if isinstance(self.centers, str) and self.centers not in CENTERS:
                 raise ValueError(f"centers must be one of {CENTERS} or an array, got "
                                  f"{self.centers!r}.")
@@ -430,11 +432,12 @@ _PARAMS_DOC = """
     cache_size : float >= 0, default=4096
         MiB for holding ``K_nM``; when it does not fit, every CG step recomputes it in
         row blocks of ``working_memory`` (``O(n M d)`` time, ``O(M^2)`` memory).
-    client : distributed.Client or None, default=None
-        When given, the ``K_nM`` products run on this Dask cluster
-        (:class:`kernelkit.distributed.DaskKernelOperator`): each worker holds the
-        kernel block of its share of the training rows against the centers, and a CG
-        step moves only ``n x n_targets`` vectors. Needs ``kernelkit[dist]``.
+    client : None, str or distributed.Client, default=None
+        When given, the ``K_nM`` products of ``fit`` run on this Dask cluster
+        (:class:`kernelkit.distributed.DaskKernelOperator`): each worker holds the kernel
+        block of its share of the rows against the centers, and a CG step moves only
+        ``n x n_targets`` vectors. A string is a scheduler address: pass one rather than a
+        ``Client`` to clone or pickle it (``GridSearchCV``). Needs ``kernelkit[dist]``.
     random_state : int, RandomState instance or None, default=None
         Seeds the choice of centers.
     verbose : int, default=0

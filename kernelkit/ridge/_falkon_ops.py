@@ -34,12 +34,15 @@ class _NystromNormalOperator:
         n, m = X.shape[0], C.shape[0]
         self.dtype = np.dtype(dtype)
         self.dask = self.handle = None
+        self._owned = False
         if client is not None:
             # the data rows live on the workers, each keeping its block k(C, X_chunk):
             # a CG step sends V and gets back M x k (Meanti et al. 2020's out-of-core
             # products, here across machines)
             from ..distributed import DaskKernelOperator
+            from ..distributed._operator import _resolve_client
 
+            client, self._owned = _resolve_client(client)  # an address: connect, close after
             self.dask = DaskKernelOperator(client, op, X, np.float64)
             self.handle = self.dask.prepare(C)
         self.stored = client is None and n * m * self.dtype.itemsize <= cache_size * 2**20
@@ -106,6 +109,8 @@ class _NystromNormalOperator:
         if self.dask is not None:
             self.dask.release(self.handle)
             self.dask.close()
+            if self._owned:
+                self.dask.client.close()
             self.dask = None
 
     def knm(self, V):

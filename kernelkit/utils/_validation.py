@@ -7,6 +7,7 @@ import numpy as np
 from sklearn.utils import check_array
 
 from ..backend import is_cupy_array
+from ._array_api import is_device_array, to_host
 
 
 def check_input(X, name="X", min_samples=1):
@@ -32,6 +33,8 @@ def check_input(X, name="X", min_samples=1):
         if not bool(cp.isfinite(X).all()):
             raise ValueError(f"Input {name} contains NaN or infinity.")
         return X
+    if is_device_array(X):  # another namespace: computed on the host (its float32 kept,
+        X = to_host(X)      # and scikit-learn's array-API dispatch not involved)
     return check_array(X, dtype=[np.float64, np.float32], input_name=name,
                        ensure_min_samples=min_samples)
 
@@ -184,3 +187,13 @@ def check_kernel_matrix(K, name="X", *, square=True):
                          f"{low:.3g}): a kernel matrix must be symmetric and positive "
                          "semidefinite; check the kernel and its parameters.")
     return lam_min
+
+
+def check_client(client):
+    """The ``client`` parameter alone (no connection): None, a scheduler address string or
+    a ``dask.distributed.Client``."""
+    if client is not None and not isinstance(client, str) and \
+            type(client).__module__.split(".")[0] != "distributed":
+        raise ValueError(f"client must be None, a dask.distributed.Client or a scheduler "
+                         f"address string, got {client!r}.")
+    return client
