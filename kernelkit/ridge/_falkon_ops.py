@@ -43,8 +43,13 @@ class _NystromNormalOperator:
             from ..distributed._operator import _resolve_client
 
             client, self._owned = _resolve_client(client)  # an address: connect, close after
-            self.dask = DaskKernelOperator(client, op, X, np.float64)
-            self.handle = self.dask.prepare(C)
+            try:
+                self.dask = DaskKernelOperator(client, op, X, np.float64)
+                self.handle = self.dask.prepare(C)
+            except BaseException:
+                if self._owned:
+                    client.close()
+                raise
         self.stored = client is None and n * m * self.dtype.itemsize <= cache_size * 2**20
         self.KnM = None
         if self.stored:
