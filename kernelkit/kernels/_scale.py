@@ -29,7 +29,8 @@ from ..exceptions import DegenerateKernelWarning
 from ._library import RBF, Laplacian, Matern, _gamma
 from ._resolve import KernelOperator
 
-_PACKAGES = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+_PACKAGE_NAME = __name__.split(".")[0] + "."  # kernelkit's estimators name the warning
+_PACKAGES = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep  # frames skipped
                   for m in (sys.modules[__name__.split(".")[0]], __import__("sklearn")))
 SCALE_FLOOR = 1e-2  # the median nearest-neighbour kernel value below which fit warns
 _SAMPLE, _NEIGHBOURS, _MIN_ROWS = 128, 2048, 10  # ~10 ms at 784 features
@@ -136,5 +137,3 @@ def _caller():
         frame, level = frame.f_back, level + 1
     return level, name
 
-
-_PACKAGE_NAME = __name__.split(".")[0] + "."
