@@ -11,7 +11,8 @@ from scipy.linalg import blas, lapack
 
 from ..utils._potrf import dsyrk_guard, potrf
 from ..utils._threads import map_row_blocks
-from ._pcg import _PATIENCE, column_sq_norms, conjugate_gradient, held_dtype, held_kernel
+from ._kernel_product import column_sq_norms, held_dtype, held_kernel
+from ._pcg import _PATIENCE, conjugate_gradient
 
 _JITTER64 = 1e-12  # relative jitter floor per center of the float64 Cholesky of K_MM
 _MAX_REFINE = 8  # float32 rounds of a mixed-precision solve (each gains ~1/delta)

@@ -32,8 +32,9 @@ from ..utils._verbose import check_verbose
 from . import _auto
 from ._gp import ridge_predict_moments
 from ._intercept import FIT_INTERCEPT_DOC, joint_rhs, split_joint
+from ._kernel_product import KernelProduct
 from ._primal import announce as announce_primal, primal_applies, primal_fit
-from ._pcg import DEFAULT_MAX_ITER, KernelProduct, pcg_ridge, product_dtype
+from ._pcg import DEFAULT_MAX_ITER, pcg_ridge, product_dtype
 from ._ridge_proba import CLASSES_DOC, cholesky_fit, loo_by_cholesky, pcg_oos
 
 _SPARSE = ("csr", "csc")  # sparse X is evaluated by scikit-learn's kernels (kernel_metrics())
@@ -142,9 +143,8 @@ class _KernelRidgeBase(ArrayAPIMixin, BaseEstimator):
             if self._precomputed():
                 product = KernelProduct(None, None, K=X, sw=sw)
             else:  # held K computed after the preconditioner is drawn (see pcg_ridge)
-                product = KernelProduct(self._operator(sp.issparse(X)), X, sw=sw,
-                                        dtype=product_dtype(tol), cache_size=self._cache_mib(),
-                                        defer=True)
+                product = KernelProduct(self._operator(sp.issparse(X)), X, sw=sw, defer=True,
+                                        dtype=product_dtype(tol), cache_size=self._cache_mib())
                 product.check_recomputed(type(self).__name__, refuse=solver == "auto")
             rng = check_random_state(self.random_state)
             solve = functools.partial(pcg_ridge, alpha=alpha, tol=tol, max_iter=max_iter,

@@ -162,7 +162,7 @@ def holdout_decision(est, X, Y0, sw, product, solve, rng):
     ``fit_intercept``, the bordered system's, its intercept refitted too).
 
     ``est`` is the kernel ridge classifier being fitted (its ``_y_idx``, kernel and
-    ``fit_intercept``), ``product`` the fit's :class:`~kernelkit.ridge._pcg.KernelProduct`,
+    ``fit_intercept``), ``product`` the fit's :class:`~kernelkit.ridge._kernel_product.KernelProduct`,
     ``solve`` its ``pcg_ridge`` with the fit's settings. Returns ``(rows, values)`` or
     None when no row can be held out.
     """
