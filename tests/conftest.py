@@ -33,7 +33,10 @@ def rng():
 @pytest.fixture
 def auto_model_from_1024(monkeypatch):
     """``solver="auto"`` consults its cost model from 1,024 samples (its default threshold,
-    3,000, would make the tests of the model's branches slow)."""
+    3,000, would make the tests of the model's branches slow), and draws its sketch
+    wherever PCG could win at all (at that size what PCG could save never pays for
+    the sketch 10 times: ``_PAYBACK`` has its own test)."""
     from kernelkit.ridge import _auto
 
     monkeypatch.setattr(_auto, "AUTO_MIN_SAMPLES", 1024)
+    monkeypatch.setattr(_auto, "_PAYBACK", 0.0)

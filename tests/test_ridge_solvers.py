@@ -345,6 +345,31 @@ def test_watch_waits_out_cg_early_plateau(monkeypatch):
         w(it, 0.9 if it < 6 else 0.45 * 0.5 ** (it - 6))
 
 
+@pytest.mark.parametrize("check_s, drawn", [(0.06, False), (0.04, True)])
+def test_auto_draws_the_sketch_only_where_pcg_could_repay_it(monkeypatch, check_s, drawn):
+    # Cholesky 1 s, PCG's floor 0.5 s: PCG could save at most 0.5 s, which pays for a
+    # first check of 0.04 s ten times (drawn), not one of 0.06 s (Cholesky, no sketch)
+    from kernelkit.ridge._kernel_product import KernelProduct
+
+    X, _ = _data(1500)
+    est = KernelRidge(kernel="rbf", gamma=GAMMA).fit(X[:5], X[:5, 0])
+    product = KernelProduct(est._operator(), X, defer=True)
+    monkeypatch.setattr(_auto, "machine_rates", lambda *a: (2e10, 1e-9))
+    monkeypatch.setattr(_auto, "cholesky_seconds", lambda *a, **k: 1.0)
+    monkeypatch.setattr(_auto, "pcg_floor_seconds", lambda *a: 0.5)
+    monkeypatch.setattr(_auto, "sketch_seconds", lambda n, r, d, rates: check_s)
+    seen = []
+
+    def sketch(*a, **k):
+        seen.append(1)
+        return None, None, {"stopped": True, "rank": 128}
+
+    monkeypatch.setattr(_auto, "nystrom_sketch", sketch)
+    got = _auto.choose(product, 1e-2, 1e-4, 1, np.random.RandomState(0),
+                       lambda *a, **k: None, fits=True)
+    assert got == ("cholesky", None, None) and seen == ([1] if drawn else [])
+
+
 @pytest.mark.parametrize("alpha, chol_s, choice",
                          [(1e-6, 1e3, "pcg"), (1e-6, 1e-3, "cholesky"), (10.0, 1e3, "pcg")])
 def test_auto_prepares_columns_once(monkeypatch, alpha, chol_s, choice):
@@ -363,6 +388,7 @@ def test_auto_prepares_columns_once(monkeypatch, alpha, chol_s, choice):
     monkeypatch.setattr(_auto, "machine_rates", lambda *a: (2e10, 1e-9))
     monkeypatch.setattr(_auto, "cholesky_seconds", lambda *a, **k: chol_s)
     monkeypatch.setattr(_auto, "pcg_floor_seconds", lambda *a: 0.0)
+    monkeypatch.setattr(_auto, "_PAYBACK", 0.0)
     shares = []
     share = _auto.float64_share
     monkeypatch.setattr(_auto, "float64_share", lambda *a: shares.append(1) or share(*a))

@@ -49,8 +49,13 @@ all when Cholesky costs at most 1.2 times PCG's floor, what PCG cannot avoid: th
 sketch to its first rank check (128 pivots: ``2 n r (d + r + 128)`` flops of kernel
 columns and RPCholesky updates, at ``_SKETCH_COST`` = 2.5 times the ``dgemm`` time,
 measured 2.2-3.2 on whole sketches) and ``2 ln(2 / tol)`` iterations (fewer than any
-count measured) at that rank. On Fashion-MNIST on the 2-core EPYC, from ``n`` 5,000
-the first check is drawn and read.
+count measured) at that rank; nor where the most PCG could save, Cholesky's cost less
+that floor, is below ``_PAYBACK`` = 10 times the first check's cost: a sketch then
+costs more than PCG can be expected to win back (Fashion-MNIST, n 5,000, 784
+features, on the 2-core EPYC: at most 0.19 s to save against a check of 0.03 s
+predicted, 0.035-0.046 s measured, where PCG lost all eight cells of the grid, by
+0.05-2.9 s; with 10 features the check costs a quarter of that and is drawn). From
+``n`` 7,000 there the first check is drawn and read.
 Drawn, it is abandoned as soon as PCG cannot win: at each rank check where the rank
 would still grow, the smallest Nyström eigenvalue's decay over the last doubling is
 extrapolated to the final rank (optimistically: rank-linear sketch cost, ``kappa``
@@ -103,6 +108,7 @@ _ITER_COEF, _ITER_EXP, _ITER_N_EXP, _ITER_N0 = 2.53, 0.17, 0.38, 5000
 _MIN_ITER_COEF = 2.0     # the floor's fewest iterations, 2 ln(2 / tol): below every count seen
 _FIT_SPREAD = 1.88       # the fit's largest overestimate: the sketch's optimistic forecast
 _PREFER_CHOLESKY = 1.2   # PCG only when predicted this much faster (its time varies more)
+_PAYBACK = 10.0          # the sketch only where PCG could save this many times its cost
 _FLOOR_DECADES = 2.0     # float32's bound this many decades above its start: float64 throughout
 _SHARE_START = 20.0      # the bound over tol from which CG is predicted to finish in float64
 _WATCH_FROM = 10         # CG steps before the observed rate is trusted
@@ -325,8 +331,11 @@ def choose(product, alpha, tol, n_targets, rng, progress, fits):
     chol = cholesky_seconds(n, np.unique(a).size, rates)
     d = 0 if product.K is not None or product.X is None else product.X.shape[1]
     floor = pcg_floor_seconds(n, d, itemsize, tol, rates)
-    if chol <= _PREFER_CHOLESKY * floor:  # PCG cannot win clearly: no sketch is drawn
-        progress("solver auto", level=1, cholesky_s=chol, pcg_min_s=floor, choice="cholesky")
+    check = sketch_seconds(n, min(_RANK0, n), d, rates)
+    # PCG cannot win clearly, or not by enough to pay for the sketch: none is drawn
+    if chol <= _PREFER_CHOLESKY * floor or chol - floor < _PAYBACK * check:
+        progress("solver auto", level=1, cholesky_s=chol, pcg_min_s=floor,
+                 sketch_s=check, choice="cholesky")
         return "cholesky", None, None
     mu = float(a.min())
     share = lru_cache(maxsize=None)(lambda: float64_share(product, mu, tol))
