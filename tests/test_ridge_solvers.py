@@ -149,10 +149,18 @@ def _no_probe(*a, **k):
     raise AssertionError("the cost model was consulted")
 
 
+def _fix_rates(monkeypatch, rates):
+    """A fixed machine for solver="auto": its probes' rates, and the range of plausible
+    entry times (which may spare the product probe) closed on them."""
+    monkeypatch.setattr(_auto, "machine_rates", lambda *a: rates)
+    monkeypatch.setattr(_auto, "entry_bounds", lambda: (rates, rates))
+
+
 @pytest.mark.usefixtures("auto_model_from_1024")
 def test_auto_tiny_n_alpha_zero_and_memory_rules_need_no_model(monkeypatch):
     X, y = _data(1100)
-    monkeypatch.setattr(_auto, "_probe", _no_probe)
+    monkeypatch.setattr(_auto, "_dgemm_rate", _no_probe)
+    monkeypatch.setattr(_auto, "_entry_seconds", _no_probe)
     assert KernelRidge(alpha=0.1, kernel="rbf").fit(X[:200], y[:200]).solver_ == "cholesky"
     # alpha = 0 has no pcg preconditioner: auto stays exact
     assert KernelRidge(alpha=0.0, kernel="rbf", gamma=50.0).fit(X, y).solver_ == "cholesky"
@@ -191,7 +199,7 @@ def test_auto_large_n_large_alpha_is_pcg_and_equals_it(monkeypatch):
     # The rates are fixed at that Xeon's (the probes read the machine's load) and the
     # time-based bail-out is off: the choice is the model's, not the clock's.
     gemm = 88e9
-    monkeypatch.setattr(_auto, "machine_rates", lambda *a: (gemm, 11.0 / gemm))
+    _fix_rates(monkeypatch, (gemm, 11.0 / gemm))
     monkeypatch.setattr(_auto, "_BAIL_MARGIN", np.inf)
     X, y = _data(4000, d=2)
     kw = dict(alpha=1.0, kernel="rbf", gamma=GAMMA, random_state=0)
@@ -223,7 +231,7 @@ def test_auto_draws_no_sketch_where_pcg_cannot_win(monkeypatch, rates):
     # 19 ms, PCG's floor (its sketch to rank 128 and 2 ln(2 / tol) = 20 iterations there,
     # each a product and two passes over F) 88 and 18 ms (PCG would save at most 1 / 1.2
     # of Cholesky's time): no sketch, Cholesky's result
-    monkeypatch.setattr(_auto, "machine_rates", lambda *a: rates)
+    _fix_rates(monkeypatch, rates)
     monkeypatch.setattr(_auto, "nystrom_sketch", _no_probe)
     X, Y = _data(1500, k=2)
     kw = dict(alpha=1e-2, kernel="rbf", gamma=GAMMA, random_state=0)
@@ -257,9 +265,9 @@ def test_probe_scales_the_one_core_dgemm_rate_to_the_threads(monkeypatch):
     # every timed run takes one tick of a fake clock: the rates are the sizes' own
     clock = iter(range(1000))
     monkeypatch.setattr(_auto.time, "perf_counter", lambda: float(next(clock)))
-    probe = _auto._probe.__wrapped__  # uncached
-    assert probe(1, 3, 2048) == (2 * 256**3, 1 / (2048 * 2048))
-    assert probe(2, 3, 4096) == (1.95 * 2 * 256**3, 1 / (4096 * 2048))
+    gemm, entry = _auto._dgemm_rate.__wrapped__, _auto._entry_seconds.__wrapped__  # uncached
+    assert (gemm(1), entry(1, 3, 2048)) == (2 * 256**3, 1 / (2048 * 2048))
+    assert (gemm(2), entry(2, 3, 4096)) == (1.95 * 2 * 256**3, 1 / (4096 * 2048))
 
 
 @pytest.mark.usefixtures("auto_model_from_1024")
@@ -270,7 +278,7 @@ def test_auto_choice_follows_the_model_on_the_sketch(monkeypatch, alpha):
 
     X, y = _data(1500)
     rates = (8e9, 2e-10)  # a fixed machine: flops/s, seconds per float32 entry
-    monkeypatch.setattr(_auto, "machine_rates", lambda *a: rates)
+    _fix_rates(monkeypatch, rates)
     op = KernelRidge(kernel="rbf", gamma=GAMMA).fit(X[:5], y[:5])._operator()
     product = KernelProduct(op, X, defer=True)
     share = _auto.float64_share(product, alpha, 1e-4)
@@ -345,6 +353,32 @@ def test_watch_waits_out_cg_early_plateau(monkeypatch):
         w(it, 0.9 if it < 6 else 0.45 * 0.5 ** (it - 6))
 
 
+@pytest.mark.parametrize("n, probed", [(5000, False), (20000, True)])
+def test_auto_probes_the_memory_only_where_its_speed_decides(monkeypatch, n, probed):
+    # two threads at 1.2e11 dgemm flops/s, 784 features: at n 5,000, Cholesky 0.39 s and
+    # PCG's floor 0.15 s even at 1e-10 s per entry (twice the fastest measured), 0.24 s
+    # to save against a first check of 0.028 s: Cholesky without the product probe (both
+    # rules are linear in the entry time). At 20,000 the measured rate decides.
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(_auto, "blas_limit", lambda: 2)
+    monkeypatch.setattr(_auto, "_dgemm_rate", lambda limit: 1.2e11)
+    calls, sketches = [], []
+    monkeypatch.setattr(_auto, "_entry_seconds", lambda *a: calls.append(a) or 2.2e-10)
+
+    def sketch(*a, **k):
+        sketches.append(1)
+        return None, None, {"stopped": True, "rank": 128}
+
+    monkeypatch.setattr(_auto, "nystrom_sketch", sketch)
+    product = SimpleNamespace(n=n, dtype=np.dtype(np.float32), K=None,
+                              X=np.empty((1, 784)), drop_columns=lambda: None)
+    got = _auto.choose(product, 1e-2, 1e-4, 10, np.random.RandomState(0),
+                       lambda *a, **k: None, fits=True)
+    assert got == ("cholesky", None, None)
+    assert (len(calls), len(sketches)) == ((1, 1) if probed else (0, 0))
+
+
 @pytest.mark.parametrize("check_s, drawn", [(0.06, False), (0.04, True)])
 def test_auto_draws_the_sketch_only_where_pcg_could_repay_it(monkeypatch, check_s, drawn):
     # Cholesky 1 s, PCG's floor 0.5 s: PCG could save at most 0.5 s, which pays for a
@@ -354,7 +388,7 @@ def test_auto_draws_the_sketch_only_where_pcg_could_repay_it(monkeypatch, check_
     X, _ = _data(1500)
     est = KernelRidge(kernel="rbf", gamma=GAMMA).fit(X[:5], X[:5, 0])
     product = KernelProduct(est._operator(), X, defer=True)
-    monkeypatch.setattr(_auto, "machine_rates", lambda *a: (2e10, 1e-9))
+    _fix_rates(monkeypatch, (2e10, 1e-9))
     monkeypatch.setattr(_auto, "cholesky_seconds", lambda *a, **k: 1.0)
     monkeypatch.setattr(_auto, "pcg_floor_seconds", lambda *a: 0.5)
     monkeypatch.setattr(_auto, "sketch_seconds", lambda n, r, d, rates: check_s)
@@ -385,7 +419,7 @@ def test_auto_prepares_columns_once(monkeypatch, alpha, chol_s, choice):
     prepared = []
     columns = product.op.columns
     monkeypatch.setattr(product.op, "columns", lambda X: prepared.append(1) or columns(X))
-    monkeypatch.setattr(_auto, "machine_rates", lambda *a: (2e10, 1e-9))
+    _fix_rates(monkeypatch, (2e10, 1e-9))
     monkeypatch.setattr(_auto, "cholesky_seconds", lambda *a, **k: chol_s)
     monkeypatch.setattr(_auto, "pcg_floor_seconds", lambda *a: 0.0)
     monkeypatch.setattr(_auto, "_PAYBACK", 0.0)
@@ -444,7 +478,7 @@ def test_abandoned_sketch_is_cholesky(monkeypatch):
         return out
 
     monkeypatch.setattr(_auto, "nystrom_sketch", spy)
-    monkeypatch.setattr(_auto, "machine_rates", lambda *a: rates)
+    _fix_rates(monkeypatch, rates)
     # above 1.2 times the PCG floor (0.11 s), below the optimistic forecast at rank 128
     monkeypatch.setattr(_auto, "cholesky_seconds", lambda *a, **k: 0.2)
     kw = dict(alpha=1e-6, kernel="rbf", gamma=GAMMA, random_state=0)

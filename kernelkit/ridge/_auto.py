@@ -72,7 +72,13 @@ first call read 0.6 of the rate) and a float32 product of a
 16 MB (``n`` below 4,096) or 32 MB matrix after one untimed run (the first call
 starts the row-block pool's threads), the fastest of five: 40-70 ms together in a
 new process (3.1-3.9e-10 s per entry over four runs on the 2-core EPYC, against
-3.3e-10 in products with a 20,000^2 matrix; two timed runs read 3.7-6.0e-10).
+3.3e-10 in products with a 20,000^2 matrix; two timed runs read 3.7-6.0e-10; 2.1-2.4e-10
+on another run of that machine). The product probe, most of that time, is run only
+where the entry time decides: both rules that spare the sketch are linear in it, so
+where one holds at both ends of its plausible range (``_ENTRY_RANGE``: 2e-10 s per
+entry divided by the threads, a thread streaming 20 GB/s, to 4e-9 s, 1 GB/s), it
+holds at the machine's own rate (Fashion-MNIST, 784 features, n 5,000: Cholesky
+without either probe's 32 MB).
 PCG is also watched while it runs: from ``_WATCH_FROM`` iterations on, the observed
 residual decrease per step and time per step predict the time left; when that exceeds
 ``_BAIL_MARGIN`` times the cost of starting over with Cholesky (the measured time of
@@ -109,6 +115,9 @@ _MIN_ITER_COEF = 2.0     # the floor's fewest iterations, 2 ln(2 / tol): below e
 _FIT_SPREAD = 1.88       # the fit's largest overestimate: the sketch's optimistic forecast
 _PREFER_CHOLESKY = 1.2   # PCG only when predicted this much faster (its time varies more)
 _PAYBACK = 10.0          # the sketch only where PCG could save this many times its cost
+# seconds per float32 product entry: a thread streams at most 20 GB/s (2e-10 s per entry,
+# divided by the threads), a machine at least 1 GB/s (measured: 2.1-3.9e-10 on 2 cores)
+_ENTRY_RANGE = (2e-10, 4e-9)
 _FLOOR_DECADES = 2.0     # float32's bound this many decades above its start: float64 throughout
 _SHARE_START = 20.0      # the bound over tol from which CG is predicted to finish in float64
 _WATCH_FROM = 10         # CG steps before the observed rate is trusted
@@ -121,12 +130,10 @@ class SwitchToCholesky(Exception):
 
 
 @lru_cache(maxsize=None)
-def _probe(limit, k, rows):
-    """``(dgemm flops/s, seconds per float32 entry of a k-column product)`` under the
-    BLAS thread count ``limit`` (the caller's region), measured once per process: the
-    fastest of a few short runs (the quiet machine's rates). The product streams a
-    ``rows x 2048`` float32 matrix (16 MB below ``n`` = 4,096, the held ``K`` there,
-    else 32 MB)."""
+def _dgemm_rate(limit):
+    """dgemm flops per second under the BLAS thread count ``limit``: one core's rate on
+    a 256 x 256 product (the fastest of five runs after an untimed one; a few ms),
+    scaled to the threads. Measured once per process."""
     A = np.full((256, 256), 0.5)
     best = math.inf
     with single_blas_thread():  # one core's rate: a small dgemm gains nothing from threads
@@ -135,7 +142,15 @@ def _probe(limit, k, rows):
             t0 = time.perf_counter()
             A @ A
             best = min(best, time.perf_counter() - t0)
-    gemm = 2 * 256**3 / max(best, 1e-9) * (1 + _THREAD_GAIN * (max(int(limit), 1) - 1))
+    return 2 * 256**3 / max(best, 1e-9) * (1 + _THREAD_GAIN * (max(int(limit), 1) - 1))
+
+
+@lru_cache(maxsize=None)
+def _entry_seconds(limit, k, rows):
+    """Seconds per float32 entry of a ``k``-column product streaming a ``rows x 2048``
+    float32 matrix (16 MB below ``n`` = 4,096, the held ``K`` there, else 32 MB), on
+    kernelkit's row-block pool as CG runs it: the fastest of five runs after an
+    untimed one. Measured once per process (``limit`` keys the thread count)."""
     M = np.full((rows, 2048), 0.5, np.float32)
     V = np.ones((2048, max(1, k)), np.float32)
     out = np.empty((rows, V.shape[1]), np.float32)
@@ -150,13 +165,24 @@ def _probe(limit, k, rows):
             t0 = time.perf_counter()
             map_row_blocks(job, rows, 1024)
             best = min(best, time.perf_counter() - t0)
-    return gemm, max(best, 1e-12) / M.size
+    return max(best, 1e-12) / M.size
 
 
 def machine_rates(k, n=4096):
-    """The probes' rates for ``k`` target columns and order ``n`` under the current BLAS
-    thread count (the dgemm rate that of a one-core run scaled to the thread count)."""
-    return _probe(blas_limit() or 1, min(int(k), 64), 2048 if n < 4096 else 4096)
+    """``(dgemm flops/s, seconds per float32 entry of a k-column product)`` for ``k``
+    target columns and order ``n`` under the current BLAS thread count."""
+    limit = blas_limit() or 1
+    return (_dgemm_rate(limit),
+            _entry_seconds(limit, min(int(k), 64), 2048 if n < 4096 else 4096))
+
+
+def entry_bounds():
+    """The dgemm rate with the fastest and the slowest plausible entry times
+    (``_ENTRY_RANGE``, the fastest per thread): two ``rates`` between which the measured
+    one lies, for a decision that needs no product probe."""
+    limit = blas_limit() or 1
+    gemm = _dgemm_rate(limit)
+    return (gemm, _ENTRY_RANGE[0] / limit), (gemm, _ENTRY_RANGE[1])
 
 
 def cholesky_seconds(n, n_alphas=1, rates=None):
@@ -325,17 +351,29 @@ def choose(product, alpha, tol, n_targets, rng, progress, fits):
         progress("solver auto", level=1, choice="pcg", reason="the float64 n x n matrix of "
                  "Cholesky exceeds cache_size")
         return "pcg", None, None
-    with blas_threads_for(n):  # the rates of the thread count the solvers run with
-        rates = machine_rates(n_targets, n)
     itemsize = product.dtype.itemsize
-    chol = cholesky_seconds(n, np.unique(a).size, rates)
     d = 0 if product.K is not None or product.X is None else product.X.shape[1]
-    floor = pcg_floor_seconds(n, d, itemsize, tol, rates)
-    check = sketch_seconds(n, min(_RANK0, n), d, rates)
-    # PCG cannot win clearly, or not by enough to pay for the sketch: none is drawn
-    if chol <= _PREFER_CHOLESKY * floor or chol - floor < _PAYBACK * check:
-        progress("solver auto", level=1, cholesky_s=chol, pcg_min_s=floor,
-                 sketch_s=check, choice="cholesky")
+    n_alphas = np.unique(a).size
+
+    def no_sketch(rates):  # (PCG cannot win clearly, nor repay its sketch), costs
+        chol = cholesky_seconds(n, n_alphas, rates)
+        floor = pcg_floor_seconds(n, d, itemsize, tol, rates)
+        check = sketch_seconds(n, min(_RANK0, n), d, rates)
+        return ((chol <= _PREFER_CHOLESKY * floor, chol - floor < _PAYBACK * check),
+                dict(cholesky_s=chol, pcg_min_s=floor, sketch_s=check))
+
+    with blas_threads_for(n):  # the rates of the thread count the solvers run with
+        # both rules are linear in the entry time: where one holds at both ends of its
+        # plausible range, it holds at the measured one, which is then not probed
+        # (its 32 MB: 30-70 ms in a new process, as much as the sketch it would spare)
+        (lo, costs), (hi, _) = (no_sketch(r) for r in entry_bounds())
+        probed = not (lo[0] and hi[0] or lo[1] and hi[1])
+        if probed:
+            rates = machine_rates(n_targets, n)
+            lo, costs = no_sketch(rates)
+    chol = costs["cholesky_s"]
+    if lo[0] or lo[1]:  # PCG cannot win clearly, or not by enough to pay for the sketch
+        progress("solver auto", level=1, **costs, memory_probed=probed, choice="cholesky")
         return "cholesky", None, None
     mu = float(a.min())
     share = lru_cache(maxsize=None)(lambda: float64_share(product, mu, tol))
