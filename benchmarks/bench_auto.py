@@ -7,9 +7,10 @@ kernelkit ``solver="cholesky"``, ``"pcg"``, ``"auto"`` and of
 fit in memory). Each fit runs in a fresh subprocess (so ``"auto"`` pays its
 once-per-process probes, as a user's first fit does; peak = VmHWM after the data
 are loaded), after a 50-row warm-up fit that loads kernelkit's Numba kernels. Up to
-n = 10,000 every cell is fitted ``REPEATS`` times, the kinds taking turns, and its
-median time is compared (one fit of a few seconds varied by up to 1.6x between runs
-on a quiet 2-core machine); at n = 20,000 once.
+n = 10,000 every cell is fitted ``REPEATS`` times, the kinds taking turns in an
+order rotated at each repeat, and its median time is compared (one fit of a few
+seconds varied by up to 1.6x between runs on a quiet 2-core machine); at n = 20,000
+once.
 
 Goals per cell: auto <= 1.1 x min(cholesky, pcg) and <= scikit-learn's time; test
 error of pcg and auto equal to Cholesky's within 0.001. At n = 20,000: pcg at least
@@ -149,9 +150,9 @@ def render(res):
          "Fashion-MNIST subsets, Gaussian kernel, 10 one-hot targets, 10,000 test images; "
          "kernelkit defaults otherwise (tol 1e-4). Every fit in a fresh subprocess (auto's "
          f"probes included). Times in seconds: up to n = {REPEAT_MAX_N:,} the median of "
-         f"{REPEATS} fits per cell and solver (the solvers taking turns), at n = 20,000 one "
-         "fit; test error in brackets; auto's choice after its time (each fit's, where "
-         "they differed).", "",
+         f"{REPEATS} fits per cell and solver (the solvers taking turns, in an order "
+         "rotated at each repeat), at n = 20,000 one fit; test error in brackets; auto's "
+         "choice after its time (each fit's, where they differed).", "",
          "| n | gamma | alpha | cholesky | pcg (iter.) | auto (choice) | sklearn | "
          "auto <= 1.1 min | auto <= sklearn | errors within 0.001 |",
          "|---|---|---|---|---|---|---|---|---|---|"]
@@ -214,8 +215,11 @@ def main(argv=None):
             row["sklearn"] = {**first["sklearn"], "reused": first["alpha"]}
             kinds.remove("sklearn")
         runs = {k: [] for k in kinds}
-        for _ in range(REPEATS if n <= REPEAT_MAX_N else 1):  # the kinds take turns
-            for kind in kinds:
+        for rep in range(REPEATS if n <= REPEAT_MAX_N else 1):
+            # the kinds take turns, in an order rotated at each repeat: a fit in the
+            # process right after another solver's (1 GB freed) ran 0.1-0.2 s slower
+            # at n = 5,000, a bias a fixed order would give one kind only
+            for kind in kinds[rep % len(kinds):] + kinds[:rep % len(kinds)]:
                 runs[kind].append(run({"kind": kind, "n": n, "gamma": g, "alpha": a}))
         for kind, rs in runs.items():
             row[kind] = median_run(rs)
