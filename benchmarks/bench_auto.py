@@ -7,10 +7,10 @@ kernelkit ``solver="cholesky"``, ``"pcg"``, ``"auto"`` and of
 fit in memory). Each fit runs in a fresh subprocess (so ``"auto"`` pays its
 once-per-process probes, as a user's first fit does; peak = VmHWM after the data
 are loaded), after a 50-row warm-up fit that loads kernelkit's Numba kernels. Up to
-n = 10,000 every cell is fitted ``REPEATS`` times, the kinds taking turns in an
-order rotated at each repeat, and its median time is compared (one fit of a few
-seconds varied by up to 1.6x between runs on a quiet 2-core machine); at n = 20,000
-once.
+n = 10,000 every cell is fitted ``REPEATS`` times (four with scikit-learn's fit
+among them), the kinds taking turns in orders that balance which kind runs before
+which (:func:`orders`), and its median time is compared (one fit of a few seconds
+varied by up to 1.6x between runs on a quiet 2-core machine); at n = 20,000 once.
 
 Goals per cell: auto <= 1.1 x min(cholesky, pcg) and <= scikit-learn's time; test
 error of pcg and auto equal to Cholesky's within 0.001. At n = 20,000: pcg at least
@@ -63,6 +63,7 @@ KINDS = ("cholesky", "pcg", "auto", "sklearn")
 SKLEARN_MAX_GIB = 0.8  # of physical memory for scikit-learn's K and its copy
 SKLEARN_ONCE_FROM = 10_000  # from this n on, one scikit-learn fit per (n, gamma)
 REPEATS, REPEAT_MAX_N = 3, 10_000  # fits per cell and kind (median) up to this n
+WILLIAMS4 = ((0, 1, 3, 2), (1, 2, 0, 3), (2, 3, 1, 0), (3, 0, 2, 1))  # see orders()
 
 
 def case(spec):
@@ -94,6 +95,16 @@ def case(spec):
         if hasattr(est, attr):
             out[attr.rstrip("_")] = getattr(est, attr)
     return out
+
+
+def orders(kinds, repeats):
+    """The kinds' order in each repeat. A fit's time depends on the process before it
+    (n = 5,000, the same Cholesky fit: 0.72-0.75 s after scikit-learn's, 0.89-0.92 s
+    after PCG's), so with four kinds and several repeats a Williams square: four
+    orders in which each kind follows each other kind once. Else a rotation."""
+    if len(kinds) == 4 and repeats > 1:
+        return [[kinds[i] for i in row] for row in WILLIAMS4]
+    return [kinds[r % len(kinds):] + kinds[:r % len(kinds)] for r in range(repeats)]
 
 
 def run(spec):
@@ -150,9 +161,10 @@ def render(res):
          "Fashion-MNIST subsets, Gaussian kernel, 10 one-hot targets, 10,000 test images; "
          "kernelkit defaults otherwise (tol 1e-4). Every fit in a fresh subprocess (auto's "
          f"probes included). Times in seconds: up to n = {REPEAT_MAX_N:,} the median of "
-         f"{REPEATS} fits per cell and solver (the solvers taking turns, in an order "
-         "rotated at each repeat), at n = 20,000 one fit; test error in brackets; auto's "
-         "choice after its time (each fit's, where they differed).", "",
+         f"{REPEATS} fits per cell and solver (4 where scikit-learn is fitted too: each "
+         "solver once after each other, a fit's time depending on the process before it), "
+         "at n = 20,000 one fit; test error in brackets; auto's choice after its time "
+         "(each fit's, where they differed).", "",
          "| n | gamma | alpha | cholesky | pcg (iter.) | auto (choice) | sklearn | "
          "auto <= 1.1 min | auto <= sklearn | errors within 0.001 |",
          "|---|---|---|---|---|---|---|---|---|---|"]
@@ -215,11 +227,8 @@ def main(argv=None):
             row["sklearn"] = {**first["sklearn"], "reused": first["alpha"]}
             kinds.remove("sklearn")
         runs = {k: [] for k in kinds}
-        for rep in range(REPEATS if n <= REPEAT_MAX_N else 1):
-            # the kinds take turns, in an order rotated at each repeat: a fit in the
-            # process right after another solver's (1 GB freed) ran 0.1-0.2 s slower
-            # at n = 5,000, a bias a fixed order would give one kind only
-            for kind in kinds[rep % len(kinds):] + kinds[:rep % len(kinds)]:
+        for order in orders(kinds, REPEATS if n <= REPEAT_MAX_N else 1):
+            for kind in order:
                 runs[kind].append(run({"kind": kind, "n": n, "gamma": g, "alpha": a}))
         for kind, rs in runs.items():
             row[kind] = median_run(rs)
