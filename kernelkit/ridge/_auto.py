@@ -54,8 +54,8 @@ that floor, is below ``_PAYBACK`` = 10 times the first check's cost: a sketch th
 costs more than PCG can be expected to win back (Fashion-MNIST, n 5,000, 784
 features, on the 2-core EPYC: at most 0.19 s to save against a check of 0.03 s
 predicted, 0.035-0.046 s measured, where PCG lost all eight cells of the grid, by
-0.05-2.9 s; with 10 features the check costs a quarter of that and is drawn). From
-``n`` 7,000 there the first check is drawn and read.
+0.05-2.9 s; with 10 features the check costs a quarter of that and is drawn). At
+``n`` 6,000 there the first check is drawn and read.
 Drawn, it is abandoned as soon as PCG cannot win: at each rank check where the rank
 would still grow, the smallest Nyström eigenvalue's decay over the last doubling is
 extrapolated to the final rank (optimistically: rank-linear sketch cost, ``kappa``

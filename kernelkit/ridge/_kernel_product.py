@@ -218,7 +218,7 @@ class KernelProduct:
             self._colnorm = float(np.sqrt(column_sq_norms(self.K).max(initial=0.0)))
             S = np.unique(np.linspace(0, n - 1, min(ERROR_ROWS, max(1, n // 16)))
                           .astype(np.intp))
-            exact = held_kernel(self.op, self.X[S], self.X, np.float64)
+            exact = self.op.columns(self.X)(S).T  # k(X[S], X), any engine's X
             self._rows_error = ((exact - self.K[S]).astype(np.float32), n / S.size)
         C = C.reshape(n, -1)
         SC = C if self.sw is None else C * self.sw[:, None]
