@@ -208,7 +208,7 @@ class KernelProduct:
         Never above the bound ``eps ||c|| max_j ||K_:j||`` (rounding errors of at most
         ``eps |K_ij| / 2`` each, statistically ``eps / sqrt(12)``; the worst case,
         ``eps ||K||_F ||c||``, is ``sqrt(n)`` times larger and never seen), which on
-        Fashion-MNIST overstated the measured error 5-10 times and sent CG solves that
+        Fashion-MNIST overstated the true error 5-16 times and sent CG solves that
         had met ``tol`` to a float64 finish (a second kernel evaluation). With sample
         weights, the error of ``S K S c`` measured as the weighted solve measures
         residuals (rows divided by ``S``).
