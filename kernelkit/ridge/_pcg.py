@@ -22,13 +22,11 @@ through the resolver's fused ``matmul`` (float64, ``working_memory`` bounded).
 """
 
 import contextlib
-import math
-import time
 import warnings
 
 import numpy as np
 from scipy import linalg
-from sklearn.exceptions import ConvergenceWarning, EfficiencyWarning
+from sklearn.exceptions import ConvergenceWarning
 
 from .._config import get_config
 from ..utils._threads import blas_threads_for, map_row_blocks, single_blas_thread
