@@ -90,13 +90,21 @@ def machine_info(peers=()):
 
     import kernelkit
 
-    cpu = platform.processor() or ""
+    cpu, flags = platform.processor() or "", set()
     try:
         with open("/proc/cpuinfo") as fh:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")),
-                       cpu)
+            lines = fh.read().splitlines()
+        cpu = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")),
+                   cpu)
+        flags = set(next((ln.split(":", 1)[1].split() for ln in lines
+                          if ln.startswith("flags")), []))
     except OSError:
         pass
+    # virtual machines report one name ("AMD EPYC") for processors whose widest vectors
+    # differ, and with them NumPy's exp and the kernels' speed: the name carries them
+    simd = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else None
+    if simd:
+        cpu = f"{cpu} ({simd})"
     try:
         mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     except (ValueError, OSError):
