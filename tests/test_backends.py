@@ -469,3 +469,26 @@ def test_numba_fused_neural_kernels_equal_reference_at_every_angle(rng):
         ref32 = REFERENCE.pairwise(spec, X.astype(np.float32).astype(np.float64))
         assert got32.dtype == np.float32
         assert_allclose(got32, ref32, rtol=6e-8, atol=6e-8 * scale)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_all_finite_finds_every_nan_and_inf_as_the_reference(dtype, rng):
+    """The numba engine's one-pass check (several panels on the pool) against NumPy's
+    isfinite: each non-finite value anywhere, in every panel position, is found; finite
+    extremes (the largest float, -0.0) are not flagged; other layouts take the reference."""
+    import kernelkit.backend._numba as numba_engine
+
+    numba, ref = get_backend("numba"), NumpyBackend()
+    A = rng.standard_normal((300, 7000)).astype(dtype)  # 3 panels of 2**20 entries
+    assert A.shape[0] > 2 * (numba_engine._FINITE_PANEL // A.shape[1])
+    assert numba.all_finite(A) and ref.all_finite(A)
+    for bad in (np.nan, np.inf, -np.inf):
+        for i, j in ((0, 0), (149, 3500), (299, 6999)):
+            B = A.copy()
+            B[i, j] = bad
+            assert not numba.all_finite(B) and not ref.all_finite(B)
+            assert not numba.all_finite(np.asfortranarray(B))  # the reference's path
+    big = np.full((4, 5), np.finfo(dtype).max, dtype)
+    big[0, 0] = -0.0
+    assert numba.all_finite(big) and numba.all_finite(np.empty((0, 3), dtype))
+    assert np.isfinite(A).all() == numba.all_finite(A)

@@ -224,6 +224,12 @@ class ArrayBackend:
         self._map_blocks(job, n, m, scratch=True)
         return out
 
+    def all_finite(self, A):
+        """Whether ``A`` holds no NaN or inf (min and max propagate NaN and expose inf
+        without an ``A``-sized boolean temporary)."""
+        xp = self.xp
+        return not A.size or (math.isfinite(float(xp.min(A))) and math.isfinite(float(xp.max(A))))
+
     def diag(self, spec, X):
         """The diagonal ``k(x_i, x_i)`` as a float64 vector of length ``n_X``."""
         xp = self.xp

@@ -1,7 +1,6 @@
 """The Kernel base class: a scikit-learn GP kernel evaluated by kernelkit engines."""
 
 import inspect
-import math
 from numbers import Real
 
 import weakref
@@ -15,10 +14,10 @@ from ..utils._array_api import follow_input
 from ..utils._validation import check_input, check_pair
 
 
-def checked_values(K, kernel, xp):
-    """``K``, or a ValueError naming ``kernel`` where it holds NaN or inf (min and max
-    propagate NaN and expose inf without an ``n x m`` boolean temporary)."""
-    if K.size and not (math.isfinite(float(xp.min(K))) and math.isfinite(float(xp.max(K)))):
+def checked_values(K, kernel, engine):
+    """``K``, or a ValueError naming ``kernel`` where it holds NaN or inf
+    (:meth:`~kernelkit.backend._array.ArrayBackend.all_finite` of ``engine``)."""
+    if not engine.all_finite(K):
         raise ValueError(
             f"the kernel {kernel!r} produced NaN or infinite values on these inputs; check "
             "its parameters (e.g. a fractional polynomial degree on negative dot products, "
@@ -120,7 +119,7 @@ class Kernel(_GPKernel):
         spec = self.spec(X.shape[1])
         engine = get_backend(None, X, Y)
         K = engine.pairwise(spec, engine.asarray(X), None if Y is None else engine.asarray(Y))
-        K = follow_input(checked_values(K, self, engine.xp), X_in, Y_in)
+        K = follow_input(checked_values(K, self, engine), X_in, Y_in)
         if not eval_gradient:
             return K
         free = [h.name for h in self.hyperparameters if not h.fixed]
@@ -145,7 +144,7 @@ class Kernel(_GPKernel):
         X_in, X = X, check_input(X)
         engine = get_backend(None, X)
         diag = engine.diag(self.spec(X.shape[1]), engine.asarray(X))
-        return follow_input(checked_values(diag, self, engine.xp), X_in)
+        return follow_input(checked_values(diag, self, engine), X_in)
 
     def is_stationary(self):
         """Whether ``k(x, y)`` depends on ``x - y`` only."""

@@ -64,7 +64,7 @@ class KernelOperator:
         return self.engine.xp
 
     def _checked(self, K):
-        return checked_values(K, self.kernel, self.engine.xp)
+        return checked_values(K, self.kernel, self.engine)
 
     def block(self, X, Y=None, dtype=None):
         """``k(X, Y)`` as an engine array (``Y`` None: ``k(X, X)``, exactly symmetric).
