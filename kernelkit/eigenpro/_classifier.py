@@ -33,6 +33,10 @@ _CLASS_PARAMS = """
         Weights of the classes in the squared loss, as scikit-learn's classifiers take
         them (``"balanced"``: ``n_samples / (n_classes * bincount(y))``), multiplied
         with ``sample_weight``. A class that is not in ``y`` is a ValueError.
+        Without a ridge term (``alpha=0``, the default) the iterations approach the
+        interpolant of the labels, which no weighting changes: the weights then act
+        only on the path, so on the model that early stopping keeps; give ``alpha > 0``
+        for a model the weights shape.
     """ + CALIBRATION_DOC + """
         Out-of-sample values: up to 2,000 rows (when every class has at least 5),
         the 5-fold out-of-fold decision values of models fitted as this one (same
