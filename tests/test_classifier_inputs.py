@@ -68,3 +68,33 @@ def test_dataframe_column_names_are_kept_and_checked(name):
     np.testing.assert_allclose(est.predict_proba(df), ref.predict_proba(X), rtol=1e-12)
     with pytest.raises(ValueError, match="feature names"):
         est.predict(df[["c", "b", "a"]])
+
+
+@pytest.mark.parametrize("name", WEIGHTED)
+def test_class_weight_dict_equals_its_sample_weight_with_digit_string_labels(name):
+    """A dict weights row i by class_weight[y_i] (1 where it names no weight), whatever
+    the labels' type: digit strings stay strings (scikit-learn 1.9's compute_class_weight
+    turns them into numbers and then finds no key)."""
+    X, y = _data()
+    ys = np.where(y == 1, "10", "2")
+    a = CLASSIFIERS[name]().set_params(class_weight={"10": 3.0}).fit(X, ys)
+    b = CLASSIFIERS[name]().fit(X, ys, sample_weight=np.where(y == 1, 3.0, 1.0))
+    np.testing.assert_allclose(a.decision_function(X), b.decision_function(X), rtol=1e-6,
+                               atol=1e-8)
+
+
+@pytest.mark.parametrize("name", [n for n in WEIGHTED
+                                  if hasattr(CLASSIFIERS[n](), "partial_fit")])
+def test_partial_fit_weighs_a_chunk_against_all_classes(name):
+    """A chunk without the class the dict names (as scikit-learn's SGDClassifier): its
+    rows weigh 1, and the stream equals one weighted by the matching sample_weight."""
+    X, y = _data()
+    weights = np.where(y == 1, 5.0, 1.0)
+    first = y == 0  # the first chunk has no row of class 1
+    a = CLASSIFIERS[name]().set_params(class_weight={1: 5.0})
+    b = CLASSIFIERS[name]()
+    a.partial_fit(X[first], y[first], classes=[0, 1]).partial_fit(X[~first], y[~first])
+    b.partial_fit(X[first], y[first], classes=[0, 1], sample_weight=weights[first])
+    b.partial_fit(X[~first], y[~first], sample_weight=weights[~first])
+    np.testing.assert_allclose(a.decision_function(X), b.decision_function(X), rtol=1e-6,
+                               atol=1e-8)

@@ -57,10 +57,27 @@ def row_weights(class_weight, y, sample_weight, classes, X=None):
     if sample_weight is not None:
         w = _check_sample_weight(sample_weight, np.empty((len(y), 0)) if X is None else X,
                                  dtype=np.float64, ensure_non_negative=True, copy=True)
-    if class_weight is not None and (not isinstance(class_weight, dict) or class_weight):
+    if isinstance(class_weight, dict) and class_weight:
+        cw = _dict_weights(class_weight, y, classes)
+        w = cw if w is None else w * cw
+    elif class_weight is not None:
         cw = compute_sample_weight(class_weight, y)
         w = cw if w is None else w * cw
     if w is not None and not np.sum(w) > 0:
         raise ValueError("sample_weight (times class_weight) is zero on every row; at least "
                          "one row needs a positive weight.")
     return w
+
+
+def _dict_weights(class_weight, y, classes):
+    """``class_weight[y_i]`` (1 for a class the dict leaves out) against all of ``classes``:
+    a ``partial_fit`` chunk may lack a class the dict names, which scikit-learn's
+    ``compute_sample_weight`` (weighting against the chunk's own labels) rejects; the
+    labels are looked up as they are (no conversion of digit strings to numbers)."""
+    classes = np.asarray(classes)
+    per_class = np.array([float(class_weight.get(c, 1.0)) for c in classes.tolist()])
+    order = np.argsort(classes, kind="stable")
+    pos = order[np.clip(np.searchsorted(classes, y, sorter=order), 0, len(classes) - 1)]
+    if not np.array_equal(classes[pos], y):
+        raise ValueError(f"y has labels outside the classes {classes.tolist()!r}.")
+    return per_class[pos]
