@@ -614,3 +614,28 @@ def test_predict_proba_is_the_calibrated_softmax_and_label_distributions():
     np.testing.assert_array_equal(clf2.calibration_slopes_, clf2.calibration_temperature_)
     assert clf.calibration_slopes_ is None  # three classes
     assert STKRClassifier(calibration=None).fit(X, y).label_distributions_ is None
+
+
+@pytest.mark.parametrize("scale", [1e155, 1e-160, 7.0])
+def test_a_common_factor_of_the_weights_changes_nothing(scale):
+    """The objective (weighted squared loss, ridge beta times the weights' sum) is
+    invariant to a common factor: weights of 1e155 or 1e-160 fit as weights of 1 (they
+    overflowed to NaN coefficients, or underflowed to a constant model)."""
+    X, _, y_semi, _ = _data()
+    ref = STKRRegressor().fit(X, y_semi)
+    got = STKRRegressor().fit(X, y_semi, sample_weight=np.full(len(X), scale))
+    np.testing.assert_allclose(got.dual_coef_, ref.dual_coef_, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning", "ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("kw, scale", [(dict(kernel="linear"), 1e150),
+                                       (dict(kernel="poly", degree=40), 100.0)])
+def test_overflowing_kernel_is_an_error_that_keeps_the_model(kw, scale):
+    X, _, y_semi, lab = _data()
+    y = np.full(len(X), -1)
+    y[lab] = (y_semi[lab] > 0).astype(int)
+    model = STKRClassifier(calibration=None, **kw).fit(X, y)
+    before = model.decision_function(X)
+    with pytest.raises(ValueError, match="non-finite coefficients"):
+        model.fit(X * scale, y)
+    np.testing.assert_array_equal(model.decision_function(X), before)

@@ -168,6 +168,9 @@ class _STKRBase(ArrayAPIMixin, BaseEstimator):
         # norms to 0 (a zero fit) nor overflow them.
         col_scale = np.array([np.ldexp(1.0, _graph.max_exponent(c)) for c in Y.T])
         Y = Y / col_scale
+        if weights is not None:  # the same power-of-two scaling: the fit is invariant to
+            # a common factor of the weights (its ridge is beta times their sum)
+            weights = weights / np.ldexp(1.0, _graph.max_exponent(weights))
         lambda_max, basis = None, None
         if self.transformation == "kpca":
             basis = _solvers.kpca_basis(G, int(self.n_components), self.random_state)
@@ -229,6 +232,10 @@ class _STKRBase(ArrayAPIMixin, BaseEstimator):
                 out_of_sample[held] = f[labeled[held]]
             out_of_sample *= col_scale
         theta, fitted = theta * col_scale, fitted * col_scale
+        if not (np.all(np.isfinite(theta)) and np.all(np.isfinite(fitted))):
+            raise ValueError(f"{type(self).__name__} produced non-finite coefficients: the "
+                             "kernel's values overflow float64 arithmetic; check the kernel's "
+                             "parameters or rescale X.")
         for name, value in state.items():
             setattr(self, name, value)
         if n_components is not None:
