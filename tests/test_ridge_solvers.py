@@ -970,3 +970,33 @@ def test_falkon_targets_at_the_ends_of_float64(s, tol):
     # one column tiny beside an ordinary one, each with its own alpha
     f2 = FalkonRegressor(alpha=[1e-2, 1e-1], **kw).fit(X, Y * [1.0, s])
     assert _rel(f2.predict(X)[:, 1] / s, _nystrom_predictions(X, C, Y[:, 1], 1e-1)) < 1e-3
+
+
+def test_rp_cholesky_refuses_a_kernel_whose_diagonal_sum_overflows():
+    """K times 2**1020: the diagonal's sum, K's trace and so ||F||_F^2, overflows float64
+    (the pivots' probabilities were NaN: numpy's 'probabilities do not sum to 1')."""
+    X = np.random.default_rng(0).standard_normal((300, 4))
+    K = RBF(0.3)(X) * 2.0 ** 1020
+    with pytest.raises(ValueError, match="diagonal sums beyond float64's range"):
+        rp_cholesky(lambda S: K[:, S], np.diag(K).copy(), 1.0, np.random.RandomState(0),
+                    max_rank=64)
+    Xl = np.random.default_rng(0).standard_normal((200, 5)) * 1e153
+    with pytest.raises(ValueError, match="diagonal sums beyond float64's range"):
+        KernelRidgeClassifier(kernel="linear", solver="pcg").fit(Xl, Xl[:, 0] > 0)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_pcg_factors_its_preconditioner_where_kernel_values_dwarf_alpha():
+    """A degree-60 polynomial kernel (values to ~1e150) at alpha 1: F^T F's rounding
+    exceeds alpha, and the factor of F^T F + alpha I failed (a LinAlgError out of fit);
+    it now takes a jitter at that rounding and the fit goes through as Cholesky's does."""
+    X = np.random.default_rng(0).standard_normal((200, 5)) * 10
+    y = (X[:, 0] > 0).astype(int)
+    model = KernelRidgeClassifier(kernel="poly", degree=60, gamma=1.0, solver="pcg",
+                                  calibration=None).fit(X, y)
+    assert np.all(np.isfinite(model.dual_coef_))
+    F = np.random.default_rng(1).standard_normal((50, 8)) * 1e150
+    pre = NystromPreconditioner(F, F.T @ F, 1.0)
+    R = np.random.default_rng(2).standard_normal((50, 2))
+    Z = pre(R)  # spd: R^T P^-1 R > 0
+    assert np.all(np.isfinite(Z)) and np.all(np.einsum("ij,ij->j", R, Z) > 0)

@@ -129,6 +129,10 @@ def rp_cholesky(columns, diag, mu, rng, *, max_rank, eps=2.0**-52,
     while k < max_rank:
         d[d <= floor] = 0.0
         total = float(d.sum())
+        if not np.isfinite(total):  # F F^T ~ K: its trace, ||F||_F^2, overflows too
+            raise ValueError("the kernel's diagonal sums beyond float64's range (the "
+                             "Nystrom factor of solver='pcg' would overflow); rescale X or "
+                             "the sample weights, or use solver='cholesky'.")
         if not total > 0:
             break
         S = np.unique(rng.choice(n, min(block, check - k), p=d / total))
@@ -211,9 +215,24 @@ class NystromPreconditioner:
         self.mu = np.atleast_1d(np.asarray(mu, np.float64))
         r = F.shape[1]
         self._factors = {}
+        # F^T F is psd up to its rounding, which kernel values far above alpha (a
+        # polynomial of high degree) can make larger than mu: only then a shift at that
+        # rounding (any mu' >= mu still gives CG an spd preconditioner; always taking it
+        # would weaken the preconditioner of rows weighted far below the largest)
+        jitter = r * np.finfo(np.float64).eps * float(np.max(np.diag(FtF), initial=0.0))
         for m in np.unique(self.mu):
-            M = FtF + m * np.eye(r)
-            self._factors[float(m)] = linalg.cho_factor(M, lower=True, check_finite=False)
+            for shift in (float(m), max(float(m), jitter), None):
+                if shift is None:
+                    raise ValueError(
+                        "the Nystrom preconditioner of solver='pcg' cannot be factored: the "
+                        "kernel's values are too large for float64 against alpha; rescale "
+                        "X, check the kernel's parameters or use solver='cholesky'.")
+                try:
+                    self._factors[float(m)] = linalg.cho_factor(
+                        FtF + shift * np.eye(r), lower=True, check_finite=False)
+                    break
+                except linalg.LinAlgError:
+                    continue
 
     def __call__(self, R):
         R2 = np.ascontiguousarray(R.reshape(R.shape[0], -1), dtype=np.float64)
