@@ -614,3 +614,37 @@ def test_overflowing_features_raise_and_fit_transform_rolls_back():
     for k, v in state.items():
         np.testing.assert_array_equal(vars(ts)[k], v)
     np.testing.assert_array_equal(ts.transform(X), Z)
+
+
+def test_classifier_probabilities_follow_the_shared_rules():
+    """As every calibrated classifier: a model fitted with calibration=None and switched
+    on by set_params has no calibration yet (NotFittedError, not a TypeError), and
+    predict_log_proba is log(predict_proba) (-inf where a probability underflows)."""
+    from sklearn.exceptions import NotFittedError
+    from sklearn.preprocessing import FunctionTransformer
+
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((120, 4)), rng.integers(0, 3, 120)
+    off = RandomFeaturesClassifier(FunctionTransformer(), calibration=None).fit(X, y)
+    with pytest.raises(NotFittedError, match="calibration=None"):
+        off.set_params(calibration="auto").predict_proba(X)
+    linear = RandomFeaturesClassifier(FunctionTransformer()).fit(X, y)
+    P, L = linear.predict_proba(1e4 * X), linear.predict_log_proba(1e4 * X)  # far out
+    assert np.any(P == 0)  # some probabilities underflow
+    with np.errstate(divide="ignore"):
+        np.testing.assert_array_equal(L, np.log(P))
+
+
+def test_classifier_partial_fit_refuses_other_classes_and_keeps_the_model():
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((120, 4)), rng.integers(0, 3, 120)
+    feats = RandomFourierFeatures(64, gamma=0.5, random_state=0)
+    stream = RandomFeaturesClassifier(feats).partial_fit(X[:60], y[:60], classes=[0, 1, 2])
+    before = stream.decision_function(X)
+    with pytest.raises(ValueError, match=r"classes \[0, 1, 7\] are not the classes"):
+        stream.partial_fit(X[60:], y[60:], classes=[0, 1, 7])
+    np.testing.assert_array_equal(stream.decision_function(X), before)
+    stream.partial_fit(X[60:], y[60:], classes=[2, 0, 1])  # the same labels, any order
+    np.testing.assert_allclose(stream.decision_function(X),
+                               RandomFeaturesClassifier(feats).fit(X, y).decision_function(X),
+                               rtol=1e-9, atol=1e-12)

@@ -2,12 +2,11 @@
 
 import numpy as np
 from sklearn.preprocessing import LabelBinarizer
-from sklearn.utils._available_if import available_if
 from sklearn.utils.multiclass import check_classification_targets
 
-from ..utils._calibration import fit_calibration, predict_log_proba_from
+from ..utils._calibration import fit_calibration
 from ..utils._class_weight import check_class_weight, row_weights
-from ..utils._classes import OneVsAllClassifierMixin, _calibration_on
+from ..utils._classes import OneVsAllClassifierMixin
 from ..utils._state import atomic
 from ._ridge import _PARAMS, _blocks, _RandomFeaturesRidge
 
@@ -169,7 +168,9 @@ class RandomFeaturesClassifier(OneVsAllClassifierMixin, _RandomFeaturesRidge):
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
         classes : array-like of shape (n_classes,), default=None
-            All the labels of the stream: required on the first call, ignored after.
+            All the labels of the stream: required on the first call; on later calls
+            None or the same labels (others are a ValueError, as scikit-learn's
+            ``SGDClassifier``).
         sample_weight : array-like of shape (n_samples,), default=None
 
         Returns
@@ -194,6 +195,11 @@ class RandomFeaturesClassifier(OneVsAllClassifierMixin, _RandomFeaturesRidge):
             G = B = None
         else:
             binarizer, fmap = self._label_binarizer, self.features_
+            if classes is not None and not np.array_equal(np.unique(np.asarray(classes)),
+                                                          binarizer.classes_):
+                raise ValueError(f"classes {np.unique(np.asarray(classes)).tolist()!r} are "
+                                 f"not the classes of the first call of partial_fit, "
+                                 f"{binarizer.classes_.tolist()!r}.")
             D, G, B = self._coef.shape[0], self._gram, self._zty
         Y, w, idx = self._encode(y, w, binarizer, streaming=True)
         G, B, C, loo = self._fit_sums(X, Y, w, alpha, fmap, D, G, B,
@@ -221,37 +227,6 @@ class RandomFeaturesClassifier(OneVsAllClassifierMixin, _RandomFeaturesRidge):
 
     def _decision(self, X):
         return self._scores(X)
-
-    @available_if(_calibration_on)
-    def predict_log_proba(self, X):
-        """Log of :meth:`predict_proba`.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        log_proba : ndarray of shape (n_samples, n_classes)
-        """
-        return predict_log_proba_from(self.decision_function(X),
-                                      *self._calibration_map())
-
-    @available_if(_calibration_on)
-    def predict_proba(self, X):
-        """Class probabilities: ``softmax(calibration_temperature_ * decision)``; for two
-        classes ``p_1 = sigmoid(a * decision)``, ``a`` the slope of the decision's side
-        (``calibration_slopes_``).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        proba : ndarray of shape (n_samples, n_classes)
-        """
-        return np.exp(self.predict_log_proba(X))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
