@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+import kernelkit as kk
 from kernelkit import KernelRidge, NTKRidge, NTKRidgeClassifier
 from kernelkit.kernels import NNGP, NTK, RBF, Laplacian, Matern, Polynomial, make_kernel
 
@@ -117,3 +118,28 @@ def test_parameter_types_are_named():
 def test_non_finite_kernel_matrix_is_an_error_in_fit():
     with pytest.raises(ValueError, match="NaN or infinite"):
         KernelRidge(kernel="poly", degree=0.5, coef0=-5).fit(X, y)
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: kk.KernelRidgeClassifier(kernel_params=5), "kernel_params must be None or a dict"),
+    (lambda: kk.KernelRidgeClassifierCV(kernel_params="nu"), "kernel_params must be None"),
+    (lambda: kk.FalkonClassifier(kernel_params=[("nu", 1.5)]), "kernel_params must be None"),
+    (lambda: kk.EigenProClassifier(kernel_params=5), "kernel_params must be None"),
+    (lambda: kk.KONSClassifier(kernel_params=5), "kernel_params must be None"),
+    (lambda: kk.FalkonClassifier(centers=None), r"centers must be one of .* got None"),
+    (lambda: kk.FalkonClassifier(centers=10), r"centers must be one of .* got 10"),
+    (lambda: kk.FalkonClassifier(centers=np.zeros(3)), r"centers must be one of"),
+    (lambda: kk.KONSClassifier(method=["kons"]), r"method must be one of"),
+    (lambda: kk.KONSClassifier(loss=["squared"]), r"loss must be one of"),
+    (lambda: kk.KONSClassifier(forgetting=["discount"]), r"forgetting must be None"),
+    (lambda: kk.KernelRidgeClassifier(kernel="sigmoid", gamma="x"),
+     r"gamma of kernel 'sigmoid' must be a finite number"),
+    (lambda: kk.KernelRidgeClassifier(kernel="sigmoid", coef0=np.inf), r"coef0 of kernel"),
+    (lambda: kk.KernelRidgeClassifier(kernel="chi2", gamma=np.nan), r"gamma of kernel 'chi2'"),
+])
+def test_bad_parameter_of_any_type_is_a_value_error_naming_it(make, match):
+    """Parameters of the wrong type (a number or list where a dict or name belongs, a
+    scikit-learn kernel's non-finite gamma) are named, not a TypeError from inside."""
+    Xc, yc = np.abs(X), (y > np.median(y)).astype(int)
+    with pytest.raises(ValueError, match=match):
+        make().fit(Xc, yc)

@@ -6,6 +6,10 @@ that the error messages, the finiteness check of produced kernel values and the
 blockwise fallback for host callables exist once.
 """
 
+import math
+from collections.abc import Mapping
+from numbers import Real
+
 import numpy as np
 
 from .._config import get_config
@@ -139,6 +143,10 @@ def _sklearn_kernel(kernel, gamma, degree, coef0, params):
         raise ValueError(f"kernel_params {sorted(unknown)} are not parameters of kernel "
                          f"{kernel!r} (it takes {sorted(names)}).")
     args.update(params)
+    for name, value in args.items():  # scikit-learn passes them on unchecked
+        if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
+            raise ValueError(f"{name} of kernel {kernel!r} must be a finite number, got "
+                             f"{value!r}.")
     return _PairwiseKernel(kernel, args)
 
 
@@ -176,6 +184,9 @@ def make_kernel(kernel, gamma=None, degree=3, coef0=1, kernel_params=None, *, sp
     """
     from . import KERNELS
 
+    if kernel_params is not None and not isinstance(kernel_params, Mapping):
+        raise ValueError(f"kernel_params must be None or a dict of the kernel's parameters, "
+                         f"got {kernel_params!r}.")
     params = dict(kernel_params or {})
     if isinstance(kernel, Kernel):
         if sparse:

@@ -54,17 +54,26 @@ def _as_float64(a, name):
         raise ValueError(f"{name} must be numeric, got {np.asarray(a).dtype}: {exc}") from None
 
 
+def _member(value, table):
+    """``value in table`` for a parameter of any type (a list is no key: False, not the
+    TypeError of hashing it)."""
+    try:
+        return value in table
+    except TypeError:
+        return False
+
+
 class _KONSBase(ArrayAPIMixin, BaseEstimator):
     """Shared state and per-sample loop; subclasses encode the targets."""
 
     # ---------------------------------------------------------------- parameters
     def _check_params(self):
-        if self.method not in _METHODS:
+        if not _member(self.method, _METHODS):
             raise ValueError(f"method must be one of {sorted(_METHODS)}, got {self.method!r}.")
-        if self._loss_name() not in _LOSSES:
+        if not _member(self._loss_name(), _LOSSES):
             raise ValueError(f"loss must be one of {self._allowed_losses()}, got "
                              f"{self._loss_name()!r}.")
-        if self.forgetting not in _FORGETTING:
+        if not _member(self.forgetting, _FORGETTING):
             raise ValueError("forgetting must be None, 'discount' or 'restart', got "
                              f"{self.forgetting!r}.")
         if is_precomputed(self.kernel):

@@ -40,8 +40,7 @@ from ..utils._threads import blas_threads_for, single_blas_thread
 from ..utils._validation import check_client
 from ..utils._verbose import Progress, check_verbose, flops
 from ._falkon_logistic import fit_logistic
-from ._falkon_loo import (_LOO_ROWS, exact_loo_is_cheap, holdout_values,
-                          logistic_loo_values, loo_values)
+from ._falkon_loo import exact_loo_is_cheap, holdout_values, logistic_loo_values, loo_values
 from ._falkon_ops import (_FalkonPreconditioner, _fortran_gram, _NystromNormalOperator,
                           _refined_solve)
 from ._kernel_ridge import _check_alpha, _ClassifierMixin
@@ -108,17 +107,18 @@ class _FalkonBase(ArrayAPIMixin, BaseEstimator):
             make_kernel(self.kernel, self.gamma, self.degree, self.coef0, self.kernel_params)
             resolve_backend(self.backend)
             check_client(self.client)
-            if isinstance(self.centers, str) and self.centers not in CENTERS:
-                raise ValueError(f"centers must be one of {CENTERS} or an array, got "
-                                 f"{self.centers!r}.")
+            c = self.centers
+            if np.ndim(c) != 2 and not (isinstance(c, str) and c in CENTERS):
+                raise ValueError(f"centers must be one of {CENTERS} or an array of shape "
+                                 f"(n_centers, n_features), got {c!r}.")
             m = self.n_centers
             if not (isinstance(m, str) and m == "auto") and (
                     isinstance(m, bool) or not isinstance(m, Integral) or m < 1):
                 raise ValueError(f"n_centers must be 'auto' or an integer >= 1, got {m!r}.")
         tol = self._default_tol() if self.tol is None else self.tol
         if isinstance(tol, bool) or not isinstance(tol, Real) or not np.isfinite(tol) or tol <= 0:
-            raise ValueError(f"tol must be a finite number > 0 (the relative residual of CG)"
-                             f"{' or None' if self._default_tol() is not None else ''}, "
+            none = " or None" if self._default_tol() is not None else ""
+            raise ValueError(f"tol must be a finite number > 0 (CG's relative residual){none}, "
                              f"got {tol!r}.")
         max_iter = DEFAULT_MAX_ITER if self.max_iter is None else self.max_iter
         if isinstance(max_iter, bool) or not isinstance(max_iter, Integral) or max_iter < 1:
