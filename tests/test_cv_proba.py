@@ -42,3 +42,27 @@ def test_calibration_none_and_bad_parameters():
         with pytest.raises(ValueError, match=match):
             est.set_params(**bad).fit(X[:, :10], y)
         np.testing.assert_array_equal(est.predict_proba(X[:5]), before)
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_probability_scorers_score_the_calibrated_leave_one_out_probabilities(binary):
+    """scoring='neg_log_loss' (and any probability scorer): each candidate's exact
+    leave-one-out decision values through the calibration map fitted on them, which for
+    the selected one is the refitted model's own map (it calibrates on the same values)."""
+    from sklearn.metrics import log_loss
+
+    from kernelkit.utils._calibration import predict_log_proba_from
+
+    yy = (y >= 5).astype(int) if binary else y
+    cv = KernelRidgeClassifierCV(kernel="rbf", gamma=0.03, scoring="neg_log_loss",
+                                 store_cv_results=True).fit(X, yy)
+    ref = KernelRidgeClassifier(kernel="rbf", gamma=0.03, alpha=cv.alpha_,
+                                solver="cholesky").fit(X, yy)
+    j = int(np.flatnonzero(cv.alphas_ == cv.alpha_)[0])
+    loo = cv.cv_results_[..., j]
+    loo = loo[:, 0] if binary else loo
+    P = np.exp(predict_log_proba_from(loo, ref.calibration_temperature_,
+                                      ref.calibration_slopes_))
+    np.testing.assert_allclose(cv.best_score_, -log_loss(yy, P), rtol=1e-9)
+    for scoring in ("neg_brier_score", "roc_auc_ovr"):
+        KernelRidgeClassifierCV(kernel="rbf", gamma=0.03, scoring=scoring).fit(X, yy)

@@ -85,7 +85,7 @@ class _KernelRidgeCVBase(ArrayAPIMixin, BaseEstimator):
     def _score(self, scorer, pred, y_true, per_target, score_params):
         """Score out-of-sample values ``pred`` (n, n_columns) against ``y_true``."""
         if is_classifier(self):
-            given = GivenClassifier(self._classes)
+            given = GivenClassifier(self._classes, y_true, score_params.get("sample_weight"))
             dec = pred[:, 0] if pred.shape[1] == 1 else pred
             return scorer(given, dec, y_true, **score_params)
         given = GivenRegressor()
@@ -544,7 +544,7 @@ class KernelRidgeClassifierCV(ClassifierMixin, _KernelRidgeCVBase):
         Kernel parameters to search (see :class:`KernelRidgeCV`).
     cv : None, "gcv", int, cross-validation splitter or iterable, default=None
         As :class:`KernelRidgeCV`; an int means stratified K-fold.
-    scoring : str, callable or None, default=None
+    {class_scoring}
     fit_intercept : bool, default=False
         An unpenalised intercept per column (see :class:`KernelRidgeCV`); exact path
         only (FalkonClassifier has none: a ValueError when ``solver_`` is "nystrom").

@@ -32,6 +32,14 @@ ALPHAS_DOC = """
         for that kernel (NaN in ``scores_``) and do not warn. An array: those values,
         for every kernel alike; a value below the round-off level is scored and warns."""
 
+CLASS_SCORING_DOC = """
+    scoring : str, callable or None, default=None
+        As :class:`KernelRidgeCV`, on the one-vs-all decision values (None: the
+        squared residuals of their +-1 targets; accuracy for K-fold). A probability
+        scorer (``"neg_log_loss"``, ``"neg_brier_score"``, ``"roc_auc_ovr"``) scores
+        each candidate's out-of-sample values through the calibration map fitted on
+        them: for the selected one, the map the refitted model calibrates with."""
+
 
 def check_alphas(alphas):
     """``(alphas, default)``: the validated grid, and whether it is ``"auto"``'s (to be
@@ -113,10 +121,25 @@ class GivenRegressor(RegressorMixin, BaseEstimator):
 
 
 class GivenClassifier(ClassifierMixin, BaseEstimator):
-    """As :class:`GivenRegressor` for one-vs-all decision values."""
+    """As :class:`GivenRegressor` for one-vs-all decision values; with the true labels
+    ``y`` (and their weights) also ``predict_proba``: the classifiers' calibration map
+    (:func:`~kernelkit.utils._calibration.fit_calibration`) fitted on these
+    out-of-sample values, so that probability scorers (``neg_log_loss``,
+    ``neg_brier_score``, ``roc_auc_ovr``) score the probabilities the calibrated model
+    would give them."""
 
-    def __init__(self, classes=None):
+    def __init__(self, classes=None, y=None, sample_weight=None):
         self.classes = classes
+        self.y = y
+        self.sample_weight = sample_weight
+
+    def predict_proba(self, X):
+        from ..utils._calibration import fit_calibration, predict_log_proba_from
+
+        classes = np.asarray(self.classes)
+        y_idx = np.searchsorted(classes, self.y)
+        beta, slopes = fit_calibration(X, y_idx, self.sample_weight)
+        return np.exp(predict_log_proba_from(X, beta, slopes))
 
     @property
     def classes_(self):

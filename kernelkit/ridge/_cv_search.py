@@ -261,7 +261,7 @@ def report_kernel(progress, k, candidate, scores):
 def fill_docs(classes):
     """Fill the CV estimators' docstring sections (kernel, search, calibration)."""
     from ..utils._classes import CALIBRATION_DOC
-    from ._cv_scoring import ALPHAS_DOC
+    from ._cv_scoring import ALPHAS_DOC, CLASS_SCORING_DOC
     from ._kernel_ridge import _KERNEL_PARAMS_DOC
 
     names = "rbf, laplacian, matern, polynomial, linear, cosine, ntk, nngp"
@@ -269,7 +269,8 @@ def fill_docs(classes):
     for cls in classes:
         doc = cls.__doc__.replace("{kernel}", text)
         for key, value in (("{alphas}", ALPHAS_DOC), ("{search}", SEARCH_DOC), ("{search_attrs}", SEARCH_ATTRS),
-                           ("{search_raises}", SEARCH_RAISES)):
+                           ("{search_raises}", SEARCH_RAISES),
+                           ("{class_scoring}", CLASS_SCORING_DOC)):
             doc = doc.replace(key, value.strip())
         doc = doc.replace("{calibration}", CALIBRATION_DOC.replace("{", "{{").replace("}", "}}"))
         cls.__doc__ = doc.replace("{{", "{").replace("}}", "}")
