@@ -148,3 +148,26 @@ def test_random_features_floor_follows_n_components():
     assert "1 / sqrt(2 n_components) = 0.0707" in str(w.message)
     assert _degenerate(lambda: many.fit(X)) == []
     assert _degenerate(lambda: kk.KernelRidge(kernel="rbf", gamma=gamma).fit(X, X[:, 0])) == []
+
+
+def test_farthest_value_is_the_median_farthest_row_kernel():
+    from kernelkit.kernels._scale import kernel_value_range
+
+    X = np.random.default_rng(0).standard_normal((40, 3))
+    gamma = 0.7
+    d2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
+    near, far = kernel_value_range(KernelOperator(RBF(gamma), 3, "numpy"), X)
+    assert far == pytest.approx(np.median(np.exp(-gamma * d2.max(axis=1))), rel=1e-12)
+    assert near == nearest_kernel_value(KernelOperator(RBF(gamma), 3, "numpy"), X)
+
+
+def test_a_nearly_constant_kernel_warns_and_standardised_data_does_not():
+    """Features of scale 1e-20 at gamma = 1 / n_features: every kernel value rounds to 1,
+    the model predicts one class; standardised features stay far from that."""
+    X, y = _raw()
+    Xs = StandardScaler().fit_transform(X)
+    caught = _degenerate(lambda: kk.KernelRidgeClassifier(kernel="rbf").fit(Xs * 1e-20, y))
+    assert len(caught) == 1 and "nearly constant" in str(caught[0].message)
+    assert "KernelRidgeClassifier" in str(caught[0].message)
+    assert not _degenerate(lambda: kk.KernelRidgeClassifier(kernel="rbf").fit(Xs, y))
+    assert not _degenerate(lambda: kk.FalkonClassifier(random_state=0).fit(Xs, y))

@@ -17,6 +17,12 @@ on scikit-learn's bundled sets standardised and on Fashion-MNIST pixels in [0, 1
 (gamma up to 0.05); 2e-6 (breast_cancer), 1.5e-3 (digits, wine) raw, 0 on 0-255
 pixels. A random-feature map resolves values down to about its Monte Carlo error
 ``1 / sqrt(2 D)`` only, so it passes that as its floor.
+
+The opposite case, ``gamma`` far too small (features of scale 1e-20 at ``gamma = 1 /
+n_features``), makes the kernel matrix numerically constant: the model predicts one
+value everywhere. The same rows then warn where the median kernel value to the farthest
+sampled row is within ``CONSTANT_GAP`` (1e-6) of 1; standardised data at ``gamma = 1 /
+n_features`` stays far from it.
 """
 
 import os
@@ -33,6 +39,9 @@ _PACKAGE_NAME = __name__.split(".")[0] + "."  # kernelkit's estimators name the 
 _PACKAGES = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep  # frames skipped
                   for m in (sys.modules[__name__.split(".")[0]], __import__("sklearn")))
 SCALE_FLOOR = 1e-2  # the median nearest-neighbour kernel value below which fit warns
+# ... and the median farthest-row value's distance to 1 below which it warns (the kernel's
+# whole variation on the data below float32's resolution: a constant matrix)
+CONSTANT_GAP = 1e-6
 _SAMPLE, _NEIGHBOURS, _MIN_ROWS = 128, 2048, 10  # ~10 ms at 784 features
 
 
@@ -56,6 +65,13 @@ def nearest_kernel_value(op, X):
     not a dense NumPy ``X``, fewer than ``_MIN_ROWS`` distinct rows, or rows whose
     kernel values overflow (the estimator reports those itself).
     """
+    values = kernel_value_range(op, X)
+    return None if values is None else values[0]
+
+
+def kernel_value_range(op, X):
+    """``(nearest, farthest)``: :func:`nearest_kernel_value`, and the median over the same
+    rows of the kernel value to the farthest of the sampled rows; None as there."""
     op = _operator(op, X)
     if op is None or not isinstance(op.kernel, (RBF, Laplacian, Matern)):
         return None
@@ -71,8 +87,9 @@ def nearest_kernel_value(op, X):
             K = op.block_host(S, T)
     except (ValueError, FloatingPointError, OverflowError):
         return None
+    far = float(np.median(K.min(axis=1)))
     K[ids[:len(S), None] == ids[None, len(S):]] = -np.inf  # a row and its copies
-    return float(np.median(K.max(axis=1)))
+    return float(np.median(K.max(axis=1))), far
 
 
 def check_kernel_scale(op, X, owner, floor=SCALE_FLOOR, resolution=None, advice=None):
@@ -100,7 +117,18 @@ def check_kernel_scale(op, X, owner, floor=SCALE_FLOOR, resolution=None, advice=
         The median nearest-neighbour kernel value (None where not checked).
     """
     op = _operator(op, X)
-    value = nearest_kernel_value(op, X)
+    values = kernel_value_range(op, X)
+    value = None if values is None else values[0]
+    if values is not None and 1.0 - values[1] < CONSTANT_GAP:
+        gamma = _gamma(op.kernel.gamma, op.n_features)
+        level, outer = _caller()
+        warnings.warn(
+            f"{outer or owner}: with gamma={gamma:.4g} the {type(op.kernel).__name__} kernel is "
+            f"nearly constant on the training rows: between a row and the farthest sampled "
+            f"row its median value is 1 - {1.0 - values[1]:.3g}, within {CONSTANT_GAP:g} of 1. "
+            "The model then predicts close to one value everywhere. gamma does not fit the "
+            "features' scale: standardise X (sklearn.preprocessing.StandardScaler) or raise "
+            "gamma.", DegenerateKernelWarning, stacklevel=level)
     if value is not None and value < floor:
         gamma = _gamma(op.kernel.gamma, op.n_features)
         why = resolution or "a kernel that sees neighbours is well above it"
