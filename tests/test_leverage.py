@@ -200,6 +200,13 @@ def test_disqueak_on_dask_localcluster(bc):
                                   dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
         dist = fit_disqueak(SQUEAK(**params), X, client=client, n_partitions=4)
+        # a rejected call on a fitted estimator leaves it as it was
+        before = {k: v for k, v in vars(dist).items()}
+        with pytest.raises(ValueError, match="kernel_params"):
+            fit_disqueak(dist.set_params(kernel_params={"x": 1}), X[:100, :2], client=client)
+        dist.set_params(kernel_params=None)
+        assert vars(dist).keys() == before.keys()
+        assert all(vars(dist)[k] is before[k] for k in before if k != "kernel_params")
         with parallel_config(backend="dask"):
             via_joblib = SQUEAK(**params, n_partitions=4, n_jobs=2).fit(X)
     for other in (dist, via_joblib):
@@ -708,3 +715,20 @@ def test_ink_names_an_overflowing_batch_x():
     batch[3] = 1e200
     with pytest.raises(ValueError, match="^X has values too large"):
         ink.partial_fit(batch)
+
+
+def test_ink_estimate_refuses_a_kernel_that_is_not_psd_and_warns_when_its_sketch_dies():
+    """As SQUEAK: a kernel with negative k(x, x) is a ValueError (the sketch was silently
+    empty, every score 0), and a dictionary that dies out (qbar too small) warns (the
+    estimates are then k(x, x) / gamma_reg)."""
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    X = np.random.default_rng(0).standard_normal((600, 3))
+    with pytest.raises(ValueError, match="not positive semi-definite"):
+        INKEstimate(gamma_reg=5.0, kernel=lambda a, b: -rbf_kernel(a, b)).fit(X)
+    with pytest.warns(UserWarning, match="dictionary died out"):
+        ink = INKEstimate(gamma_reg=5.0, qbar=1, random_state=0).fit(X)
+    assert ink.dictionary_indices_.size == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        INKEstimate(gamma_reg=5.0, random_state=0).fit(X)

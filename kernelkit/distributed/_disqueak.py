@@ -58,6 +58,13 @@ def fit_disqueak(estimator, X, *, client, n_partitions=None):
     ...         Client(cluster) as client:  # doctest: +SKIP
     ...     sq = fit_disqueak(SQUEAK(gamma_reg=10.0, qbar=4), X, client=client)
     """
+    from ..utils._state import rollback
+
+    with rollback(estimator):  # a rejected call leaves the estimator as it was
+        return _fit_disqueak(estimator, X, client, n_partitions)
+
+
+def _fit_disqueak(estimator, X, client, n_partitions):
     from distributed import Client
 
     from ..leverage._common import _take

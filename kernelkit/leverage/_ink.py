@@ -1,6 +1,8 @@
 """INK-ESTIMATE: streaming ridge leverage score sampling with a fixed budget."""
 
 
+import warnings
+
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
@@ -21,7 +23,7 @@ from ._common import (
     _resolve_qbar,
     _take,
 )
-from ._dictionary import _blas_for, _Dict
+from ._dictionary import _blas_for, _Dict, _factor
 from ._squeak import SQUEAK, _estimate_new
 
 
@@ -195,6 +197,13 @@ class INKEstimate(ArrayAPIMixin, BaseEstimator):
             check_kernel_scale(kern.op, X, type(self).__name__)
         d, arrival = _ink_run(self._dict, kern, pts, self.n_samples_seen_, self.gamma_reg_, eps,
                               self.qbar_, self._seed, self.backend_)
+        if len(d):  # a kernel that is not psd: SQUEAK's error, not a silent empty sketch
+            with _blas_for(len(d)):
+                _factor(d, self.gamma_reg_, self.qbar_)
+        else:
+            warnings.warn(f"INK-ESTIMATE's dictionary died out (qbar={self.qbar_} is too small "
+                          "for this data: the estimates are then k(x, x) / gamma_reg). "
+                          "Increase qbar (4 or more).", UserWarning, stacklevel=3)
         self._dict = d
         self.n_samples_seen_ += X.shape[0]
         self.leverage_scores_ = np.concatenate([self.leverage_scores_, arrival / (1.0 - eps)])
@@ -247,6 +256,9 @@ def _ink_run(d, kern, pts, t0, gamma_reg, eps, qbar, seed, backend):
         keys = np.concatenate([d.idx, np.arange(t0 + c0, t0 + c1, dtype=np.int64)])
         s = len(keys)
         K = kern(new_pts)  # first: an overflowing batch is named X, as the caller's
+        if np.any(np.diagonal(K) < 0):
+            raise ValueError("the kernel matrix of the stream is not positive semi-definite "
+                             "(a negative k(x, x)): check the kernel and its parameters.")
         if m0:
             cross = kern(d.pts, new_pts)
             K = np.block([[d.G, cross], [cross.T, K]])

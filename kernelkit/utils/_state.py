@@ -7,6 +7,7 @@ one shared guarantee behind that rule: whatever raises inside ``fit`` / ``partia
 is restored to the snapshot taken on entry.
 """
 
+import contextlib
 import copy
 import functools
 
@@ -31,17 +32,24 @@ def atomic(method=None, *, deep=False):
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
-        saved = vars(self).copy()
-        if deep:  # fitted and private state only: parameters keep their identity
-            saved = {k: (copy.deepcopy(v) if k.startswith("_") or k.endswith("_") else v)
-                     for k, v in saved.items()}
-        try:
-            with owned_blas():  # the call owns its BLAS thread count (utils._threads)
-                return method(self, *args, **kwargs)
-        except BaseException:
-            state = vars(self)
-            state.clear()
-            state.update(saved)
-            raise
+        with rollback(self, deep=deep), owned_blas():  # owned_blas: utils._threads
+            return method(self, *args, **kwargs)
 
     return wrapper
+
+
+@contextlib.contextmanager
+def rollback(obj, deep=False):
+    """Restore ``obj``'s attribute dictionary if the block raises (:func:`atomic`'s
+    guarantee, for functions that fit an estimator passed to them)."""
+    saved = vars(obj).copy()
+    if deep:  # fitted and private state only: parameters keep their identity
+        saved = {k: (copy.deepcopy(v) if k.startswith("_") or k.endswith("_") else v)
+                 for k, v in saved.items()}
+    try:
+        yield
+    except BaseException:
+        state = vars(obj)
+        state.clear()
+        state.update(saved)
+        raise
