@@ -356,3 +356,15 @@ def test_kernel_objects_raise_on_non_finite_values():
             kernel(Z)
     with pytest.raises(ValueError, match="produced NaN or infinite values"):
         Polynomial(degree=3).diag(1e120 * X)
+
+
+def test_fractional_polynomial_gradient_is_zero_where_rows_are_orthogonal():
+    """degree in (0, 1), coef0 = 0: K = (gamma x.y)^d and dK/dlog(gamma) = d K, 0 where
+    x.y = 0 (one-hot rows), not the NaN of 0 * 0^(d - 1)."""
+    from kernelkit.kernels import Polynomial
+
+    X = np.vstack([np.eye(3), [[1.0, 2.0, 0.5]]])
+    kernel = Polynomial(gamma=1.0, degree=0.5, coef0=0.0)
+    K, G = kernel(X, eval_gradient=True)
+    assert_allclose(G[..., 0], 0.5 * K, rtol=1e-12, atol=0)
+    assert np.all(G[:3, :3][~np.eye(3, dtype=bool)] == 0)

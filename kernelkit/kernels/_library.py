@@ -149,7 +149,10 @@ class Polynomial(Kernel):
             return np.zeros(K.shape + (1,))
         gxy = self.gamma * (X @ X.T)
         with np.errstate(divide="ignore", invalid="ignore"):
-            return (d * gxy * (gxy + self.coef0) ** (d - 1.0))[..., None]
+            G = d * gxy * (gxy + self.coef0) ** (d - 1.0)
+        # x.y = 0: exactly 0 (K does not move with gamma there), not 0 * inf where coef0 = 0
+        # and degree < 1 (one-hot or boolean rows)
+        return np.where(gxy == 0, 0.0, G)[..., None]
 
     def _spec(self, n_features):
         degree = check_scalar_param(self.degree, "degree", low=0.0, low_inclusive=True)
