@@ -67,8 +67,10 @@ def mmd(X, Y, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None
     ------
     ValueError
         On NaN/inf, empty or non-2-D samples, different feature counts, an unknown kernel
-        or an invalid kernel parameter, invalid weights, or ``unbiased=True`` with a
-        sample whose weight sits on a single point.
+        or an invalid kernel parameter, invalid weights, ``unbiased=True`` with a
+        sample whose weight sits on a single point, or a kernel that is not positive
+        semi-definite on the samples (a negative ``MMD^2`` of the empirical
+        distributions).
     TypeError
         If ``unbiased`` or ``squared`` is not a bool.
 
@@ -105,6 +107,11 @@ def mmd(X, Y, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None
     xy = float(a @ product(Xe, Ye, b))  # first: an overflow names the sample that causes it
     xx = float(a @ product(Xe, Xe, a))
     yy = float(b @ product(Ye, Ye, b))
+    # the biased MMD^2 is ||mu_P - mu_Q||^2 in the kernel's feature space: negative beyond
+    # its rounding only where the kernel is not positive semi-definite
+    if xx - 2.0 * xy + yy < -1e-9 * (abs(xx) + 2.0 * abs(xy) + abs(yy)):
+        raise ValueError("the kernel is not positive semi-definite on these samples (their "
+                         "MMD^2 is negative): check the kernel and its parameters.")
     if unbiased:
         for w, name in ((a, "X"), (b, "Y")):
             rest = 1.0 - float(w @ w)

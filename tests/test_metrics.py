@@ -137,3 +137,16 @@ def test_an_overflowing_sample_is_named():
         args = (A, Y) if name == "X" else (X, A)
         with pytest.raises(ValueError, match=f"^{name} has values too large"):
             mmd(*args)
+
+
+def test_a_kernel_that_is_not_psd_is_an_error_not_a_negative_mmd():
+    """-rbf gave MMD 0 between different samples (the square root of a negative MMD^2)
+    and a negative MMD^2 with squared=True."""
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((200, 2)), rng.standard_normal((150, 2)) + 0.5
+    for squared in (False, True):
+        with pytest.raises(ValueError, match="not positive semi-definite"):
+            mmd(X, Y, kernel=lambda a, b: -rbf_kernel(a, b), squared=squared)
+    assert mmd(X, X) == 0.0 and mmd(X, Y) > 0.1
