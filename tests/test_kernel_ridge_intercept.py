@@ -228,3 +228,28 @@ def test_auto_pcg_and_its_bail_out_keep_the_intercept(monkeypatch):
     assert m.solver_ == "cholesky"
     np.testing.assert_array_equal(m.intercept_, ref.intercept_)
     np.testing.assert_array_equal(m.dual_coef_, ref.dual_coef_)
+
+
+@pytest.mark.filterwarnings("ignore::scipy.linalg.LinAlgWarning")  # the announced fallback
+@pytest.mark.parametrize("alpha", [0.0, 1e-14])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_singular_system_gives_the_least_squares_intercept(alpha, weighted):
+    """alpha = 0 with a linear kernel of rank d < n: 1 lies outside K's range, and the
+    minimum-norm solution's intercept must fit the targets' part there (the limit alpha
+    -> 0+): ordinary least squares (was -29.7 against 5.05 here)."""
+    from sklearn.linear_model import LinearRegression
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(40, 2)
+    y = X @ [1.0, 2.0] + 5.0 + 0.1 * rng.randn(40)
+    w = rng.rand(40) + 0.1 if weighted else None
+    ols = LinearRegression().fit(X, y, sample_weight=w)
+    model = KernelRidge(alpha=alpha, kernel="linear", fit_intercept=True,
+                        solver="cholesky").fit(X, y, sample_weight=w)
+    assert_allclose(model.intercept_, ols.intercept_, rtol=1e-10)
+    assert_allclose(model.predict(X), ols.predict(X), rtol=1e-10, atol=1e-10)
+    Y = np.column_stack([y, 2.0 * y - 1.0])  # per-target alphas: the eigen path
+    multi = KernelRidge(alpha=[alpha, alpha], kernel="linear", fit_intercept=True,
+                        solver="cholesky").fit(X, Y, sample_weight=w)
+    assert_allclose(multi.intercept_, [ols.intercept_, 2.0 * ols.intercept_ - 1.0],
+                    rtol=1e-10)

@@ -50,13 +50,31 @@ def joint_rhs(Y, u, alpha):
             np.concatenate([alpha, alpha]))
 
 
-def split_joint(Z, Y, u):
+def split_joint(Z, Y, u, residual=None):
     """``(z, b)`` from the solution ``Z`` of :func:`joint_rhs`'s system (``b`` of shape
-    (n_targets,), None without an intercept); ``z`` has ``Y``'s shape."""
+    (n_targets,), None without an intercept); ``z`` has ``Y``'s shape.
+
+    ``residual``: ``rhs - G Z`` where ``Z`` is the minimum-norm solution of a singular
+    ``G`` (:func:`~kernelkit.utils._linalg.solve_ridge`'s ``info``). Where ``u`` has a
+    part ``u_o`` outside ``G``'s range, the intercept fits the targets' part ``y_o``
+    there, ``b = u_o^T y_o / u_o^T u_o`` (the limit ``alpha -> 0+`` of the formula
+    below, and for a linear kernel the least-squares intercept); ``z = z_y - b z_u``
+    as always."""
     if u is None:
         return Z, None
     k = Y.reshape(len(Y), -1).shape[1]
     Zy, Zu = Z[:, :k], Z[:, k:]
+    if residual is not None:
+        R = residual.reshape(len(Y), -1)
+        Ry, Ru = R[:, :k], R[:, k:]
+        out = np.einsum("ij,ij->j", Ru, Ru)
+        reach = out <= 1e-16 * float(u @ u)  # u within the range, up to rounding
+        if not np.all(reach):
+            b_out = np.einsum("ij,ij->j", Ru, Ry) / np.where(reach, 1.0, out)
+            b_in = split_joint(Z, Y, u)[1] if np.any(reach) else 0.0
+            b = np.where(reach, b_in, b_out)
+            z = Zy - Zu * b
+            return (z[:, 0] if Y.ndim == 1 else z), b
     den = u @ Zu
     if not (np.all(np.isfinite(den)) and np.all(den > 0)):
         raise ValueError("fit_intercept=True: 1^T (K + alpha W^-1)^-1 1 is not positive at "

@@ -73,9 +73,11 @@ def cholesky_fit(est, X, Y, Y0, sw, rhs, rhs_alpha, u, oos, psd):
     # calibration reads K again (zero-weight rows' fitted values)
     Kw, own = weighted_kernel(K, sw, owned=est._owns_kernel_matrix()
                               and not (oos and sw is not None))
-    res = solve_ridge(Kw, rhs, rhs_alpha, return_inv_diag=oos, overwrite_k=own, psd=psd)
+    info = {}
+    res = solve_ridge(Kw, rhs, rhs_alpha, return_inv_diag=oos, overwrite_k=own, psd=psd,
+                      info=info)
     Z = res[0] if oos else res
-    dual, b = split_joint(Z, Y, u)
+    dual, b = split_joint(Z, Y, u, info.get("residual"))
     if not oos:
         return dual, b, None
     z = dual.reshape(n, -1)

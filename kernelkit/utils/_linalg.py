@@ -10,7 +10,7 @@ from ._potrf import potrf
 from ._threads import blas_threads_for
 
 
-def solve_ridge(K, Y, alpha, return_inv_diag=False, overwrite_k=False, psd=False):
+def solve_ridge(K, Y, alpha, return_inv_diag=False, overwrite_k=False, psd=False, info=None):
     """Solve ``(K + alpha I) C = Y`` for symmetric positive semi-definite ``K``.
 
     Cholesky in float64 of ``K + alpha I`` equilibrated to a unit diagonal (rows of
@@ -33,6 +33,10 @@ def solve_ridge(K, Y, alpha, return_inv_diag=False, overwrite_k=False, psd=False
         fallback path), for exact leave-one-out values: from the Cholesky factor by one
         triangular inversion (LAPACK trtri, ``n^3/3`` flops, as many as the
         factorization).
+    info : dict, optional
+        On the minimum-norm path, receives ``"residual"``: ``Y - (K + alpha I) C``, the
+        part of each column outside the range the solution reaches (what a bordered
+        system's intercept must fit, :func:`~kernelkit.ridge._intercept.split_joint`).
 
     Returns
     -------
@@ -47,7 +51,7 @@ def solve_ridge(K, Y, alpha, return_inv_diag=False, overwrite_k=False, psd=False
         If the solution is not finite.
     """
     with blas_threads_for(K.shape[0]):  # the one thread-count rule (utils._threads)
-        return _solve_ridge(K, Y, alpha, return_inv_diag, overwrite_k, psd)
+        return _solve_ridge(K, Y, alpha, return_inv_diag, overwrite_k, psd, info)
 
 
 def _inv_diag(factor, s):
@@ -72,7 +76,7 @@ def _inv_diag(factor, s):
     return d * s * s
 
 
-def _solve_ridge(K, Y, alpha, return_inv_diag=False, overwrite_k=False, psd=False):
+def _solve_ridge(K, Y, alpha, return_inv_diag=False, overwrite_k=False, psd=False, info=None):
     alphas = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
     n = K.shape[0]
     if np.all(alphas == alphas[0]):
@@ -112,7 +116,7 @@ def _solve_ridge(K, Y, alpha, return_inv_diag=False, overwrite_k=False, psd=Fals
             f"{alphas[0]:g}); using the minimum-norm least-squares solution from an "
             "eigendecomposition instead. Increase alpha to regularise.",
             linalg.LinAlgWarning, stacklevel=4)
-    return _min_norm_solve(K, Y, alphas, return_inv_diag)
+    return _min_norm_solve(K, Y, alphas, return_inv_diag, info)
 
 
 def _workspace(K, overwrite_k):
@@ -169,7 +173,7 @@ def _restore(Af, a0, s, d):
     Af[idx, idx] = d - a0
 
 
-def _min_norm_solve(K, Y, alphas, return_inv_diag=False):
+def _min_norm_solve(K, Y, alphas, return_inv_diag=False, info=None):
     """``pinv(K + alpha I) @ Y`` per column from one eigendecomposition of ``K``.
 
     The cutoff is that of ``numpy.linalg.pinv(A, rtol=None)``: ``n eps`` times the
@@ -186,6 +190,8 @@ def _min_norm_solve(K, Y, alphas, return_inv_diag=False):
     keep = np.abs(denom) > cut[None, :]
     inv = np.where(keep, 1.0 / np.where(keep, denom, 1.0), 0.0)
     C = (V @ (Y2 * inv)).reshape(Y.shape)
+    if info is not None:  # the dropped directions' part of Y: Y - (K + alpha I) C
+        info["residual"] = (V @ np.where(keep, 0.0, Y2)).reshape(Y.shape)
     if not np.all(np.isfinite(C)):
         raise ValueError("kernel ridge solve produced non-finite coefficients; check alpha "
                          "and the kernel parameters.")
