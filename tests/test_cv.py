@@ -498,3 +498,18 @@ def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         check(estimator)
+
+
+@pytest.mark.filterwarnings("ignore:squared errors of targets:RuntimeWarning")  # 1e200 ** 2
+@pytest.mark.parametrize("cv", [None, "gcv", 5])
+@pytest.mark.parametrize("big", [1e200, 1e-200])
+def test_alpha_per_target_scales_each_target_alone(cv, big):
+    """A target of magnitude 1e200 beside a normal one: each target's selection is its
+    own (one common scale made the normal one's squared residuals underflow to a tie)."""
+    rng = np.random.RandomState(0)
+    X = rng.randn(80, 3)
+    y = np.sin(X[:, 0]) + 0.1 * rng.randn(80)
+    alone = KernelRidgeCV(kernel="rbf", cv=cv).fit(X, y)
+    both = KernelRidgeCV(kernel="rbf", cv=cv, alpha_per_target=True).fit(X, np.c_[y, big * y])
+    np.testing.assert_array_equal(both.alpha_, [alone.alpha_, alone.alpha_])
+    np.testing.assert_allclose(both.best_score_[0], alone.best_score_, rtol=1e-9)

@@ -151,11 +151,12 @@ class _KernelRidgeCVBase(ArrayAPIMixin, BaseEstimator):
             self._checked)
         per_target = per_target and Y.shape[1] > 1
         sw = None if sample_weight is None else np.sqrt(sample_weight)
-        # Targets in units of their largest magnitude: squared residuals of y ~ 1e-200 (or
-        # 1e200) neither underflow to a tie at 0 nor overflow to -inf; the selection is
-        # scale invariant and predictions are scaled back before any scorer sees them.
-        scale = float(np.max(np.abs(Y)))
-        scale = scale if np.isfinite(scale) and scale > 0 else 1.0
+        # Targets in units of their largest magnitude (per target with alpha_per_target):
+        # squared residuals of y ~ 1e-200 (1e200) neither underflow to ties nor overflow;
+        # the selection is scale invariant, predictions scaled back before any scorer.
+        scale = np.max(np.abs(Y), axis=0 if per_target else None)
+        scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
+        scale = scale if per_target else float(scale)
         Y = Y / scale
         precomputed = self._template()._precomputed()
         if precomputed:

@@ -161,10 +161,10 @@ def squared_units(values, scale):
     in the targets' units. Beyond float64's range (targets ~1e200) they are infinite: a
     ``RuntimeWarning`` says so (the selection itself was made in scaled units)."""
     with np.errstate(over="ignore"):
-        out = np.asarray(values, dtype=np.float64) * np.float64(scale) ** 2
+        out = np.asarray(values, dtype=np.float64) * np.asarray(scale, np.float64) ** 2
     if np.any(np.isinf(out) & np.isfinite(values)):
-        warnings.warn(f"squared errors of targets of magnitude {scale:.3g} overflow float64: "
-                      "the stored scores are infinite. The selection was made on targets "
-                      "scaled to unit magnitude and is unaffected.", RuntimeWarning,
+        warnings.warn(f"squared errors of targets of magnitude {np.max(scale):.3g} overflow "
+                      "float64: the stored scores are infinite. The selection was made on "
+                      "targets scaled to unit magnitude and is unaffected.", RuntimeWarning,
                       stacklevel=4)
     return out
