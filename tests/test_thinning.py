@@ -754,3 +754,15 @@ def test_kernel_thinning_big_endian_input_and_sparse_refused():
             assert a.mmd_ == pytest.approx(b.mmd_, rel=1e-12, nan_ok=True)
     with pytest.raises(TypeError, match="dense data is required"):
         KernelThinning().fit(sp.csr_matrix(X))
+
+
+@pytest.mark.parametrize("random_state", [0, 2])
+def test_equal_sample_weights_are_no_weights(random_state):
+    """scikit-learn's convention: unit (or any equal) weights give the unweighted fit,
+    not a coreset of the resampled points (it differed, with a repeated row for seed 2)."""
+    X = np.random.default_rng(0).standard_normal((500, 2))
+    ref = KernelThinning(random_state=random_state).fit(X)
+    for w in (np.ones(500), np.full(500, 3.0)):
+        got = KernelThinning(random_state=random_state).fit(X, sample_weight=w)
+        np.testing.assert_array_equal(got.coreset_indices_, ref.coreset_indices_)
+        assert got.mmd_ == ref.mmd_
