@@ -143,3 +143,14 @@ def test_bad_parameter_of_any_type_is_a_value_error_naming_it(make, match):
     Xc, yc = np.abs(X), (y > np.median(y)).astype(int)
     with pytest.raises(ValueError, match=match):
         make().fit(Xc, yc)
+
+
+@pytest.mark.parametrize("name", ["chi2", "additive_chi2"])
+def test_sparse_input_to_a_dense_only_scikit_learn_kernel_is_a_clear_type_error(name):
+    import scipy.sparse as sp
+
+    Xs = sp.random(30, 5, density=0.5, format="csr", random_state=0)
+    with pytest.raises(TypeError, match=f"kernel='{name}' needs dense X"):
+        KernelRidge(kernel=name).fit(Xs, np.arange(30.0))
+    KernelRidge(kernel=name).fit(Xs.toarray(), np.arange(30.0))  # dense: fine
+    KernelRidge(kernel="sigmoid").fit(Xs, np.arange(30.0))  # sparse-capable: fine

@@ -130,6 +130,9 @@ class KernelOperator:
         return out
 
 
+_DENSE_ONLY = ("additive_chi2", "chi2")  # kernel_metrics() names scikit-learn computes densely
+
+
 def _sklearn_kernel(kernel, gamma, degree, coef0, params):
     """A kernel name of scikit-learn's ``kernel_metrics()`` evaluated by scikit-learn, with
     the parameters that kernel takes (None ones left to scikit-learn's defaults)."""
@@ -167,7 +170,8 @@ def make_kernel(kernel, gamma=None, degree=3, coef0=1, kernel_params=None, *, sp
     sparse : bool, default=False
         Whether the inputs are SciPy sparse matrices: a name of scikit-learn's
         :func:`~sklearn.metrics.pairwise.kernel_metrics` is then evaluated by
-        scikit-learn (which accepts sparse input); other kernels raise.
+        scikit-learn, which accepts sparse input for all but ``chi2`` and
+        ``additive_chi2``; those and other kernels raise a TypeError.
 
     Names of :func:`sklearn.metrics.pairwise.kernel_metrics` that kernelkit does not
     compute itself (``additive_chi2``, ``chi2``, ``sigmoid``) are evaluated by
@@ -200,6 +204,9 @@ def make_kernel(kernel, gamma=None, degree=3, coef0=1, kernel_params=None, *, sp
     if isinstance(kernel, str):
         from sklearn.metrics.pairwise import kernel_metrics
 
+        if sparse and kernel in _DENSE_ONLY:
+            raise TypeError(f"kernel={kernel!r} needs dense X (scikit-learn's {kernel}_kernel "
+                            "takes no sparse input); pass X.toarray().")
         if kernel in kernel_metrics() and (sparse or kernel not in KERNELS):
             return _sklearn_kernel(kernel, gamma, degree, coef0, params)
         if kernel not in KERNELS:
@@ -207,7 +214,8 @@ def make_kernel(kernel, gamma=None, degree=3, coef0=1, kernel_params=None, *, sp
                              f", 'precomputed', a kernelkit Kernel or a callable, got {kernel!r}.")
         if sparse:
             raise TypeError(f"kernel={kernel!r} needs dense X; sparse X works with the kernels "
-                            f"of scikit-learn's kernel_metrics() {sorted(kernel_metrics())}, a "
+                            f"of scikit-learn's kernel_metrics() "
+                            f"{sorted(set(kernel_metrics()) - set(_DENSE_ONLY))}, a "
                             "callable, or 'precomputed'. Pass X.toarray().")
         cls = KERNELS[kernel]
         names = set(cls().get_params())
