@@ -732,3 +732,19 @@ def test_ink_estimate_refuses_a_kernel_that_is_not_psd_and_warns_when_its_sketch
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         INKEstimate(gamma_reg=5.0, random_state=0).fit(X)
+
+
+def test_effective_dimension_counts_no_rounding_and_checks_its_gamma_reg():
+    """Two distinct points repeated 500 times: K has rank 2, and at gamma_reg 1e-13 the
+    effective dimension is 2 (its eigenvalues' rounding, ~1e-13, counted 31); a boolean
+    or string gamma_reg is refused as ridge_leverage_scores refuses it."""
+    from kernelkit.leverage import effective_dimension
+
+    X = np.repeat(np.random.default_rng(0).standard_normal((2, 3)), 500, axis=0)
+    assert effective_dimension(X, gamma_reg=1e-13) == pytest.approx(2.0, abs=1e-9)
+    Y = np.random.default_rng(1).standard_normal((300, 3))
+    assert effective_dimension(Y, gamma_reg=1.0) == pytest.approx(
+        ridge_leverage_scores(Y, gamma_reg=1.0).sum(), rel=1e-9)
+    for bad in (True, ["1"], "1"):
+        with pytest.raises(ValueError, match="gamma_reg"):
+            effective_dimension(Y, gamma_reg=bad)

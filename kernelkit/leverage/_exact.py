@@ -123,14 +123,16 @@ def effective_dimension(X, kernel="rbf", gamma_reg=1.0, *, gamma=None, degree=3,
     -------
     d_eff : float or ndarray
         A float for a scalar ``gamma_reg``, else an array of its shape. Between 0 and
-        the rank of ``K``, decreasing in ``gamma_reg``.
+        the rank of ``K``, decreasing in ``gamma_reg``; eigenvalues within ``n eps``
+        of the largest count as 0 (rounding, not signal).
 
     Raises
     ------
     ValueError, MemoryError
         As :func:`ridge_leverage_scores`.
     """
-    g = np.asarray(gamma_reg, dtype=np.float64) if not isinstance(gamma_reg, str) else None
+    g = np.asarray(gamma_reg) if not isinstance(gamma_reg, (str, bool)) else None
+    g = g.astype(np.float64) if g is not None and g.dtype.kind in "iuf" else None
     if g is None or g.size == 0 or not np.all(np.isfinite(g)) or np.any(g <= 0):
         raise ValueError(f"gamma_reg must be a positive finite number or an array of them, "
                          f"got {gamma_reg!r}.")
@@ -139,7 +141,11 @@ def effective_dimension(X, kernel="rbf", gamma_reg=1.0, *, gamma=None, degree=3,
     K = kern(pts)
     if kern.K is None:  # a precomputed matrix was checked already; a Gram matrix here
         check_kernel_matrix(K, "K(X, X)", square=False)
-    lam = np.clip(linalg.eigvalsh(K, overwrite_a=True, check_finite=False), 0.0, None)
+    lam = linalg.eigvalsh(K, overwrite_a=True, check_finite=False)
+    # eigenvalues within the rounding of the largest (n eps lambda_max) are 0: the rank's
+    # null directions, which a tiny gamma_reg would otherwise count as signal
+    lam = np.where(lam > len(lam) * np.finfo(np.float64).eps * max(float(lam[-1]), 0.0),
+                   lam, 0.0)
     out = (lam[None, :] / (lam[None, :] + g.reshape(-1, 1))).sum(axis=1)
     return float(out[0]) if g.ndim == 0 else out.reshape(g.shape)
 
