@@ -748,3 +748,17 @@ def test_effective_dimension_counts_no_rounding_and_checks_its_gamma_reg():
     for bad in (True, ["1"], "1"):
         with pytest.raises(ValueError, match="gamma_reg"):
             effective_dimension(Y, gamma_reg=bad)
+
+
+def test_ink_estimate_stream_may_start_with_one_row():
+    """A stream fed one point at a time (the first batch of one row was refused) gives
+    the scores and the sketch of fit on the whole stream."""
+    X = np.random.default_rng(0).standard_normal((50, 3))
+    whole = INKEstimate(gamma_reg=1.0, random_state=0).fit(X)
+    stream = INKEstimate(gamma_reg=1.0, random_state=0)
+    for i in range(len(X)):
+        stream.partial_fit(X[i:i + 1])
+    assert_allclose(stream.leverage_scores_, whole.leverage_scores_, rtol=1e-12)
+    assert_array_equal(stream.dictionary_indices_, whole.dictionary_indices_)
+    with pytest.raises(ValueError, match="minimum of 2"):
+        INKEstimate(gamma_reg=1.0).fit(X[:1])  # fit keeps scikit-learn's two rows

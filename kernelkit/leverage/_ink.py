@@ -179,8 +179,9 @@ class INKEstimate(ArrayAPIMixin, BaseEstimator):
         delta = _check_delta(self.delta)
         _resolve_gamma_reg(self.gamma_reg, 1)  # parameters before data
         _resolve_qbar(self.qbar, 2, eps, delta)
+        # fit needs 2 rows (scikit-learn's convention); a stream may start with one
         X = validate_data(self, X, dtype=np.float64, reset=first,
-                          ensure_min_samples=2 if first else 1)
+                          ensure_min_samples=2 if whole else 1)
         if first:
             # "auto" scales with the first batch (all of X in fit); a stream keeps it fixed
             self.gamma_reg_ = _resolve_gamma_reg(self.gamma_reg, X.shape[0])
