@@ -762,3 +762,16 @@ def test_ink_estimate_stream_may_start_with_one_row():
     assert_array_equal(stream.dictionary_indices_, whole.dictionary_indices_)
     with pytest.raises(ValueError, match="minimum of 2"):
         INKEstimate(gamma_reg=1.0).fit(X[:1])  # fit keeps scikit-learn's two rows
+
+
+@pytest.mark.parametrize("random_state", range(5))
+def test_squeak_repairs_a_group_of_copies_it_lost(random_state):
+    """Three points repeated 300 times each: the copies of one point share a direction,
+    their RLS sum to at most 1, so estimates summing above 1 / (1 - eps) prove the
+    dictionary lost the group (each copy's estimate alone, k(x, x) / gamma_reg = 1, stays
+    below the per-point bound). The effective dimension was 47-285 against 2.95; now
+    within SQUEAK's [d / (1 + eps), d / (1 - eps)] (eps 0.5, with a little slack)."""
+    X = np.repeat(np.random.default_rng(0).standard_normal((3, 3)), 300, axis=0)
+    exact = effective_dimension(X, gamma_reg=1.0)
+    est = SQUEAK(gamma_reg=1.0, random_state=random_state).fit(X).effective_dim_
+    assert exact / 1.6 <= est <= exact / 0.5

@@ -71,8 +71,13 @@ def _repair(d, kern, pts, scores, gamma_reg, eps, qbar, seed, backend):
     loops = select_loops(__package__, backend)
     rng = np.random.default_rng(seed)
     limit = (1.0 + 1e-9) / (1.0 - eps)
+    groups = _copies(pts, rng)
     for _ in range(_REPAIR_ROUNDS):
-        missed = np.setdiff1d(np.flatnonzero(scores > limit), d.idx)
+        flagged = scores > limit
+        if groups is not None:  # copies of one point share a direction: their RLS sum to
+            inv, counts = groups  # at most 1, so a larger sum of estimates proves it lost
+            flagged |= ((counts > 1) & (np.bincount(inv, weights=scores) > limit))[inv]
+        missed = np.setdiff1d(np.flatnonzero(flagged), d.idx)
         if len(missed) == 0:
             break
         b = max(_MIN_BLOCK, len(d))
@@ -82,6 +87,18 @@ def _repair(d, kern, pts, scores, gamma_reg, eps, qbar, seed, backend):
             d = _dict_update(_concat(d, leaf, kern), gamma_reg, eps, qbar, rng, loops)
         scores = _partition_scores(d, kern, pts, gamma_reg, qbar)
     return d, scores
+
+
+def _copies(pts, rng):
+    """``(group of each row, rows per group)`` for rows of ``pts`` that repeat one another
+    (identical rows share a random projection; a collision only adds rows to the
+    repair's check), or None where no row repeats or ``pts`` are indices (precomputed)."""
+    if getattr(pts, "ndim", 0) != 2 or len(pts) < 2:
+        return None
+    with np.errstate(all="ignore"):
+        h = np.asarray(pts, np.float64) @ rng.standard_normal(pts.shape[1])
+    _, inv, counts = np.unique(h, return_inverse=True, return_counts=True)
+    return (inv.ravel(), counts) if counts.max() > 1 else None
 
 
 def _tree_pairs(n_items):
@@ -174,9 +191,12 @@ class SQUEAK(ArrayAPIMixin, BaseEstimator):
     (``leverage_scores_``), in one blockwise pass. An estimate above
     ``1 / (1 - eps)`` proves the dictionary lost that point's direction (an
     epsilon-accurate one cannot give it; with few copies, a group of repeated points
-    can lose all of them at once): such points rejoin the dictionary as new points do
-    and the estimates are recomputed, up to three rounds, with a warning if some
-    remain. Estimates are capped at 1, the largest leverage score.
+    can lose all of them at once), and so does a sum above it over the copies of one
+    point (identical rows share a direction, so their RLS sum to at most 1: a lost
+    group whose copies' estimates, ``k(x, x) / gamma_reg`` each, stay below the bound):
+    such points rejoin the dictionary as new points do and the estimates are
+    recomputed, up to three rounds, with a warning if some remain. Estimates are
+    capped at 1, the largest leverage score.
 
     Parameters
     ----------
