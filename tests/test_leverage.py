@@ -775,3 +775,22 @@ def test_squeak_repairs_a_group_of_copies_it_lost(random_state):
     exact = effective_dimension(X, gamma_reg=1.0)
     est = SQUEAK(gamma_reg=1.0, random_state=random_state).fit(X).effective_dim_
     assert exact / 1.6 <= est <= exact / 0.5
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_ink_estimate_refuses_an_indefinite_kernel_with_a_positive_diagonal(stream):
+    """k = 1 on a point, -0.9 between distinct points: every k(x, x) is positive (the
+    diagonal check passes) but three points already make it indefinite; the factor of
+    the sketch refuses it, in fit and, as its length passes a power of two, in a stream
+    fed one row at a time."""
+    def kernel(a, b):
+        return np.where(((a[:, None, :] - b[None, :, :]) ** 2).sum(-1) == 0, 1.0, -0.9)
+
+    X = np.random.default_rng(0).standard_normal((200, 3))
+    ink = INKEstimate(gamma_reg=1e-3, kernel=kernel, random_state=0)
+    with pytest.raises(ValueError, match="not positive semi-definite"):
+        if stream:
+            for i in range(len(X)):
+                ink.partial_fit(X[i:i + 1])
+        else:
+            ink.fit(X)

@@ -198,15 +198,19 @@ class INKEstimate(ArrayAPIMixin, BaseEstimator):
             check_kernel_scale(kern.op, X, type(self).__name__)
         d, arrival = _ink_run(self._dict, kern, pts, self.n_samples_seen_, self.gamma_reg_, eps,
                               self.qbar_, self._seed, self.backend_)
-        if len(d):  # a kernel that is not psd: SQUEAK's error, not a silent empty sketch
-            with _blas_for(len(d)):
-                _factor(d, self.gamma_reg_, self.qbar_)
+        seen = self.n_samples_seen_ + X.shape[0]
+        if len(d):  # a kernel that is not psd: SQUEAK's error, not a silent empty sketch;
+            # a stream factors its sketch as its length passes each power of two (a
+            # factor per one-row call cost a fifth of the stream's time at 244 atoms)
+            if whole or seen.bit_length() != self.n_samples_seen_.bit_length():
+                with _blas_for(len(d)):
+                    _factor(d, self.gamma_reg_, self.qbar_)
         else:
             warnings.warn(f"INK-ESTIMATE's dictionary died out (qbar={self.qbar_} is too small "
                           "for this data: the estimates are then k(x, x) / gamma_reg). "
                           "Increase qbar (4 or more).", UserWarning, stacklevel=3)
         self._dict = d
-        self.n_samples_seen_ += X.shape[0]
+        self.n_samples_seen_ = seen
         self.leverage_scores_ = np.concatenate([self.leverage_scores_, arrival / (1.0 - eps)])
         order = np.argsort(d.idx, kind="stable")
         self.dictionary_indices_ = d.idx[order]
