@@ -253,3 +253,6 @@ def test_singular_system_gives_the_least_squares_intercept(alpha, weighted):
                         solver="cholesky").fit(X, Y, sample_weight=w)
     assert_allclose(multi.intercept_, [ols.intercept_, 2.0 * ols.intercept_ - 1.0],
                     rtol=1e-10)
+    one_alpha = KernelRidge(alpha=alpha, kernel="linear", fit_intercept=True,  # one u column
+                            solver="cholesky").fit(X, Y, sample_weight=w)
+    assert_allclose(one_alpha.intercept_, multi.intercept_, rtol=1e-10)

@@ -64,23 +64,20 @@ def split_joint(Z, Y, u, residual=None):
         return Z, None
     k = Y.reshape(len(Y), -1).shape[1]
     Zy, Zu = Z[:, :k], Z[:, k:]
+    reach = np.ones(Zu.shape[1], dtype=bool)  # u within G's range (per column of u)
     if residual is not None:
         R = residual.reshape(len(Y), -1)
         Ry, Ru = R[:, :k], R[:, k:]
-        out = np.einsum("ij,ij->j", Ru, Ru)
-        reach = out <= 1e-16 * float(u @ u)  # u within the range, up to rounding
-        if not np.all(reach):
-            b_out = np.einsum("ij,ij->j", Ru, Ry) / np.where(reach, 1.0, out)
-            b_in = split_joint(Z, Y, u)[1] if np.any(reach) else 0.0
-            b = np.where(reach, b_in, b_out)
-            z = Zy - Zu * b
-            return (z[:, 0] if Y.ndim == 1 else z), b
+        out = (Ru * Ru).sum(axis=0)
+        reach = out <= 1e-16 * float(u @ u)  # up to rounding
     den = u @ Zu
-    if not (np.all(np.isfinite(den)) and np.all(den > 0)):
+    if not (np.all(np.isfinite(den[reach])) and np.all(den[reach] > 0)):
         raise ValueError("fit_intercept=True: 1^T (K + alpha W^-1)^-1 1 is not positive at "
                          "this alpha (a singular system); increase alpha or set "
                          "fit_intercept=False.")
-    b = (u @ Zy) / den
+    b = (u @ Zy) / np.where(reach, den, 1.0)
+    if not np.all(reach):
+        b = np.where(reach, b, (Ru * Ry).sum(axis=0) / np.where(reach, 1.0, out))
     z = Zy - Zu * b
     return (z[:, 0] if Y.ndim == 1 else z), b
 
