@@ -118,29 +118,32 @@ def check_kernel_scale(op, X, owner, floor=SCALE_FLOOR, resolution=None, advice=
     """
     op = _operator(op, X)
     values = kernel_value_range(op, X)
-    value = None if values is None else values[0]
-    if values is not None and 1.0 - values[1] < CONSTANT_GAP:
-        gamma = _gamma(op.kernel.gamma, op.n_features)
-        level, outer = _caller()
-        warnings.warn(
-            f"{outer or owner}: with gamma={gamma:.4g} the {type(op.kernel).__name__} kernel is "
+    if values is None:
+        return None
+    value, far = values
+    found = []
+    if 1.0 - far < CONSTANT_GAP:
+        found.append(
             f"nearly constant on the training rows: between a row and the farthest sampled "
-            f"row its median value is 1 - {1.0 - values[1]:.3g}, within {CONSTANT_GAP:g} of 1. "
+            f"row its median value is 1 - {1.0 - far:.3g}, within {CONSTANT_GAP:g} of 1. "
             "The model then predicts close to one value everywhere. gamma does not fit the "
             "features' scale: standardise X (sklearn.preprocessing.StandardScaler) or raise "
-            "gamma.", DegenerateKernelWarning, stacklevel=level)
-    if value is not None and value < floor:
-        gamma = _gamma(op.kernel.gamma, op.n_features)
+            "gamma.")
+    if value < floor:
         why = resolution or "a kernel that sees neighbours is well above it"
-        level, outer = _caller()
-        warnings.warn(
-            f"{outer or owner}: with gamma={gamma:.4g} the {type(op.kernel).__name__} kernel is "
+        found.append(
             f"nearly the identity matrix on the training rows: between a row and its nearest "
             f"neighbour its median value is {value:.3g}, below {floor:.3g} ({why}). The model "
             "then only interpolates its training labels and predicts close to nothing "
             "elsewhere. gamma does not fit the features' scale: standardise X "
-            f"(sklearn.preprocessing.StandardScaler){advice or ''} or lower gamma.",
-            DegenerateKernelWarning, stacklevel=level)
+            f"(sklearn.preprocessing.StandardScaler){advice or ''} or lower gamma.")
+    if found:
+        gamma = _gamma(op.kernel.gamma, op.n_features)
+        level, outer = _caller()
+        for text in found:
+            warnings.warn(f"{outer or owner}: with gamma={gamma:.4g} the "
+                          f"{type(op.kernel).__name__} kernel is {text}",
+                          DegenerateKernelWarning, stacklevel=level)
     return value
 
 
