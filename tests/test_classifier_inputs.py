@@ -98,3 +98,21 @@ def test_partial_fit_weighs_a_chunk_against_all_classes(name):
     b.partial_fit(X[~first], y[~first], sample_weight=weights[~first])
     np.testing.assert_allclose(a.decision_function(X), b.decision_function(X), rtol=1e-6,
                                atol=1e-8)
+
+
+@pytest.mark.parametrize("name", ["KONSClassifier", "RandomFeaturesClassifier"])
+def test_partial_fit_classes_follow_one_rule(name):
+    """The streaming classifiers share partial_fit's classes rule: required with two
+    labels or more on the first call, later None or the same labels (any order); a
+    refused call keeps the model."""
+    X, y = _data()
+    with pytest.raises(ValueError, match="classes must be passed to the first call"):
+        CLASSIFIERS[name]().partial_fit(X, y)
+    with pytest.raises(ValueError, match="at least two labels"):
+        CLASSIFIERS[name]().partial_fit(X, y, classes=[1])
+    model = CLASSIFIERS[name]().partial_fit(X[:40], y[:40], classes=[0, 1])
+    before = model.decision_function(X)
+    with pytest.raises(ValueError, match=r"classes \[0, 1, 7\] are not the classes"):
+        model.partial_fit(X[40:], y[40:], classes=[0, 1, 7])
+    np.testing.assert_array_equal(model.decision_function(X), before)
+    model.partial_fit(X[40:], y[40:], classes=[1, 0])

@@ -21,7 +21,8 @@ from ..backend import resolve_backend
 from ..kernels import check_kernel_scale, is_precomputed, resolve_kernel
 from ..utils._array_api import ArrayAPIMixin
 from ..utils._class_weight import check_class_weight, row_weights
-from ..utils._classes import CALIBRATION_ATTR_DOC, CALIBRATION_DOC, OneVsAllClassifierMixin
+from ..utils._classes import (CALIBRATION_ATTR_DOC, CALIBRATION_DOC, OneVsAllClassifierMixin,
+                             stream_classes)
 from ..utils._dispatch import select_loops
 from ..utils._state import atomic
 from ..utils._threads import single_blas_thread
@@ -536,17 +537,7 @@ class KONSClassifier(OneVsAllClassifierMixin, _KONSBase):
                                  "(it needs the whole y); pass a dict, e.g. computed by "
                                  "sklearn.utils.class_weight.compute_class_weight.")
         first = reset or not hasattr(self, "_st")
-        if first:
-            if classes is None:
-                raise ValueError("classes must be passed on the first call to partial_fit "
-                                 "(all labels the stream may contain).")
-            classes = np.unique(np.asarray(classes))
-            if len(classes) < 2:
-                raise ValueError("classes has fewer than two labels; the classifier needs "
-                                 f"at least two, got {classes!r}.")
-        elif classes is not None and not np.array_equal(np.unique(classes), self.classes_):
-            raise ValueError(f"classes={classes!r} differs from classes_={self.classes_!r} "
-                             "given on the first call.")
+        classes = stream_classes(classes, None if first else self.classes_)
         Xf = None if first else self._fast_X(X)
         if Xf is not None:
             y = np.asarray(y).reshape(-1)

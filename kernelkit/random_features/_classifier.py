@@ -6,7 +6,7 @@ from sklearn.utils.multiclass import check_classification_targets
 
 from ..utils._calibration import fit_calibration
 from ..utils._class_weight import check_class_weight, row_weights
-from ..utils._classes import OneVsAllClassifierMixin
+from ..utils._classes import OneVsAllClassifierMixin, stream_classes
 from ..utils._state import atomic
 from ._ridge import _PARAMS, _blocks, _RandomFeaturesRidge
 
@@ -181,25 +181,14 @@ class RandomFeaturesClassifier(OneVsAllClassifierMixin, _RandomFeaturesRidge):
         self._check_calibration()
         check_class_weight(self.class_weight)
         first = not hasattr(self, "features_")
-        if first and classes is None:
-            raise ValueError("classes must be passed to the first call of partial_fit (all "
-                             "the labels the stream will contain).")
+        classes = stream_classes(classes, None if first else self._label_binarizer.classes_)
         X, y, w = self._validate(X, y, sample_weight, reset=first)
         if first:
-            classes = np.unique(np.asarray(classes))
-            if classes.shape[0] < 2:
-                raise ValueError(f"classes must hold at least two labels, got "
-                                 f"{classes.tolist()}.")
             binarizer = LabelBinarizer(neg_label=-1, pos_label=1).fit(classes)
             fmap, D = self._new_map(X)
             G = B = None
         else:
             binarizer, fmap = self._label_binarizer, self.features_
-            if classes is not None and not np.array_equal(np.unique(np.asarray(classes)),
-                                                          binarizer.classes_):
-                raise ValueError(f"classes {np.unique(np.asarray(classes)).tolist()!r} are "
-                                 f"not the classes of the first call of partial_fit, "
-                                 f"{binarizer.classes_.tolist()!r}.")
             D, G, B = self._coef.shape[0], self._gram, self._zty
         Y, w, idx = self._encode(y, w, binarizer, streaming=True)
         G, B, C, loo = self._fit_sums(X, Y, w, alpha, fmap, D, G, B,

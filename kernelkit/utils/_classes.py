@@ -43,6 +43,24 @@ CALIBRATION_ATTR_DOC = """calibration_temperature_ : float or None
         classes or ``calibration=None``."""
 
 
+def stream_classes(classes, known):
+    """``partial_fit``'s ``classes``: on the first call (``known`` None) required, at least
+    two labels, returned sorted; later None or the same labels (as scikit-learn's
+    ``SGDClassifier``), ``known`` returned."""
+    if known is None:
+        if classes is None:
+            raise ValueError("classes must be passed to the first call of partial_fit (all "
+                             "the labels the stream may contain).")
+        classes = np.unique(np.asarray(classes))
+        if classes.shape[0] < 2:
+            raise ValueError(f"classes must hold at least two labels, got {classes.tolist()}.")
+        return classes
+    if classes is not None and not np.array_equal(np.unique(np.asarray(classes)), known):
+        raise ValueError(f"classes {np.unique(np.asarray(classes)).tolist()!r} are not the "
+                         f"classes of the first call of partial_fit, {known.tolist()!r}.")
+    return known
+
+
 def calibration_enabled(est):
     c = getattr(est, "calibration", None)  # a classifier without the parameter has none
     return not (c is None or c is False)
