@@ -438,3 +438,105 @@ def test_slow_cg_refresh_changes_the_path_not_the_optimum(monkeypatch):
         np.testing.assert_allclose(got - got.mean(1, keepdims=True), ref, atol=1e-6)
     assert builds[np.inf][0] == 1
     assert builds[0.0][0] > 1
+
+
+def test_newton_pcg_solves_with_a_preconditioner():
+    """With ``precond`` the Newton CG is PCG: same solution, fewer iterations with a good
+    preconditioner, and the stop is on ``sqrt(r^T P^-1 r)``."""
+    from kernelkit.ridge._falkon_logistic import _newton_cg
+
+    rng = np.random.RandomState(1)
+    m = 60
+    d = np.logspace(0, 4, m)  # ill-conditioned diagonal plus a small coupling
+    Q = rng.randn(m, m) * 0.01
+    A = np.diag(d) + Q @ Q.T
+    b, quiet = rng.randn(m), (lambda *a, **k: None)
+    plain = _newton_cg(lambda p: (A @ p, p), b, 1e-10, 500, quiet, np.zeros(m))
+    pcg = _newton_cg(lambda p: (A @ p, p), b, 1e-10, 500, quiet, np.zeros(m),
+                     precond=lambda r: r / d)
+    for x, KX, it, done in (plain, pcg):
+        np.testing.assert_allclose(x, linalg.solve(A, b), rtol=1e-7)
+        assert done
+    assert pcg[2] < plain[2] / 3
+    x, _, it, done = _newton_cg(lambda p: (A @ p, p), b, 0.1, 500, quiet, np.zeros(m),
+                                precond=lambda r: r / d)
+    r = b - A @ x
+    assert done and np.sqrt(r @ (r / d)) <= 0.1 * np.sqrt(b @ (b / d))
+
+
+def test_threshold_sample_is_unbiased():
+    """Poisson sampling: inclusion probabilities ``min(1, c w)`` summing to ``r``, weights
+    ``w / p``; the weighted sum of any per-item value is unbiased (Monte Carlo, 3 SE)."""
+    from kernelkit.ridge._falkon_logistic_pre import threshold_sample
+
+    rng = np.random.RandomState(0)
+    w = rng.pareto(1.0, 400) + 1e-3  # heavy tailed: some items certain
+    w[:50] = 0.0
+    v = rng.randn(400)
+    S, ws = threshold_sample(w, 40, rng)
+    p = w[S] / ws
+    assert np.any(p == 1.0) and np.all((p > 0) & (p <= 1))
+    est = np.array([np.dot(ws, v[S]) for S, ws in
+                    (threshold_sample(w, 40, rng) for _ in range(4000))])
+    assert abs(est.mean() - np.dot(w, v)) <= 3 * est.std() / np.sqrt(est.size)
+    sizes = [threshold_sample(w, 40, rng)[0].size for _ in range(500)]
+    assert abs(np.mean(sizes) - 40) < 1.0
+    S, ws = threshold_sample(w, 400, rng)  # all nonzero ones, as they are
+    np.testing.assert_array_equal(S, np.arange(50, 400))
+    np.testing.assert_array_equal(ws, w[50:])
+
+
+def test_sampled_preconditioner_is_woodbury_of_its_sample():
+    """Everything sampled (``r`` at least the rows): ``precond`` is ``Pi diag_c(P_c^-1) Pi``
+    with ``P_c = lam I + sum_{heavy i} d_ic phi_i phi_i^T + T S_c^2 T^T`` (dense)."""
+    from kernelkit.ridge._falkon_logistic_pre import _SampledPreconditioner, heavy_rows
+    from kernelkit.ridge._falkon_ops import _FalkonPreconditioner
+
+    rng = np.random.RandomState(1)
+    n, m, k, lam = 40, 10, 3, 1e-3
+    X = 2 * rng.randn(n, 2)
+    idx = np.arange(0, n, n // m)
+    Knm = rbf_kernel(X, X[idx], gamma=GAMMA)
+    dk = rng.uniform(0.01, 0.1, (n, k))
+    dk[idx[:3]] *= 20
+    wc = np.full(m, n / m)
+    pre = _FalkonPreconditioner(np.asfortranarray(Knm[idx].copy()), wc, n)
+    samp = _SampledPreconditioner(pre, k, r=2 * m, rng=rng)  # heavy: at most m per class
+    cw = wc[:, None] * dk[idx] / n
+    samp.set_weights(cw, lam, dk=dk / n, idx=idx, rows=lambda I: Knm[I])
+    T = np.triu(pre.F.copy())
+    np.fill_diagonal(T, pre.tdiag)
+    Phi = linalg.solve_triangular(T, Knm.T, trans="T")
+    heavy = heavy_rows(dk / n, m)
+    V = rng.randn(m, k)
+    V -= V.mean(1, keepdims=True)
+    want = np.empty((m, k))
+    for c in range(k):
+        H = heavy[c]
+        P = (Phi[:, H] * (dk[H, c] / n)) @ Phi[:, H].T + lam * np.eye(m)
+        P += T @ np.diag(cw[:, c] * ~np.isin(idx, H)) @ T.T
+        want[:, c] = linalg.solve(P, V[:, c])
+    want -= want.mean(1, keepdims=True)
+    np.testing.assert_allclose(samp.precond(V), want, rtol=1e-8, atol=1e-10 * abs(want).max())
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+@pytest.mark.parametrize("r", [4, 12])
+def test_sampled_preconditioner_fit_equals_dense(monkeypatch, capsys, n_classes, r):
+    """Forced onto the sampled preconditioner (of a few rows: a poor one), the fit is
+    still the dense optimum."""
+    import kernelkit.ridge._falkon_logistic as fl
+
+    monkeypatch.setattr(fl, "_SAMPLED_FROM", 1)
+    monkeypatch.setattr(fl, "_SAMPLE_R", r)
+    X, y, _, w = _problem(n_classes, n=150, seed=3)
+    clf = FalkonClassifier(alpha=0.5, n_centers=20, gamma=GAMMA, loss="logistic",
+                           tol=1e-10, random_state=0, verbose=2)
+    clf.fit(X, y, sample_weight=w)
+    ref = _dense_logistic(X, y, clf.centers_, 0.5, w)
+    got = clf.decision_function(X).reshape(len(y), -1)
+    if n_classes > 2:
+        ref, got = ref - ref.mean(1, keepdims=True), got - got.mean(1, keepdims=True)
+    np.testing.assert_allclose(got, ref, atol=1e-6)
+    out = capsys.readouterr().out
+    assert ("per class sampled" in out) == (n_classes > 2) and "shared sampled" in out

@@ -89,7 +89,8 @@ from ..backend import resolve_backend
 from ..kernels import check_kernel_scale
 from ..utils._threads import blas_threads_for, single_blas_thread
 from ..utils._verbose import Progress, flops
-from ._falkon_logistic_pre import _ClassPreconditioner, exact_rows, heavy_rows
+from ._falkon_logistic_pre import (_ClassPreconditioner, _SampledPreconditioner, exact_rows,
+                                   heavy_rows)
 from ._falkon_ops import _FalkonPreconditioner, _fortran_gram, _NystromNormalOperator
 from ._pcg import product_dtype
 
@@ -106,6 +107,8 @@ _SLOW = 1.5           # ... and while CG needs less than this times its first st
 _F32_CG_MIN = 1e-3    # float32 Hessian products while the CG tolerance is at least this
 _CLASS_PRE_BYTES = 2 * 2**30  # at most this for the k per-class factors (else shared)
 _MIXED_MAX_ERROR = 1e-4  # the float32 K_nM promise of the squared loss (ridge/_falkon.py)
+_SAMPLED_FROM = 6000  # from this many centers on, the sampled preconditioner
+_SAMPLE_R = 2000      # ... of this many rows per group
 
 
 class _Logistic:
@@ -194,7 +197,7 @@ def fit_logistic(est, X, Y, sample_weight):
             with blas_threads_for(C.shape[0]):
                 pre = _FalkonPreconditioner(_fortran_gram(op, C), wc, n)  # float64 factors
             B, s, c, change = _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol,
-                                           max_iter, progress, B)
+                                           max_iter, progress, rng, B)
             steps, curve = steps + s, curve + c
             # a float32 K_nM is a perturbed problem: where the coefficients grow (an
             # ill-conditioned K_MM, a small alpha) its rounding moves the fitted values;
@@ -222,7 +225,7 @@ def fit_logistic(est, X, Y, sample_weight):
     return est
 
 
-def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, progress,
+def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, progress, rng,
                  B=None):
     """Newton steps along ``lambda_0 > ... > alpha / n`` (FALKON's ``lambda``); from
     ``B`` at ``alpha / n`` when given."""
@@ -248,14 +251,18 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
     wnorm = np.sqrt(wsum)  # fitted values of order 1 per row
     # the per-class preconditioner (multinomial only, at the target penalty): 2 k
     # factorizations per build instead of 2, k factors held
-    per_class = not loss.binary and k * pre.m ** 2 * (4 if normal.mixed else 8) <= _CLASS_PRE_BYTES
+    sampled = m >= _SAMPLED_FROM
+    samp = _SampledPreconditioner(pre, k, min(m, _SAMPLE_R), rng) if sampled else None
+    per_class = not sampled and not loss.binary and (
+        k * pre.m ** 2 * (4 if normal.mixed else 8) <= _CLASS_PRE_BYTES)
     exact = False  # float64 products only (float32 ones stalled CG)
     cls, built = None, None  # built: (preconditioner, lambda, weights) last factored
     it_built, it = None, 0  # CG iterations of the first step on it, of the last step
     # a refactoring (k per class, 2 M^3 / 3 each) costs this many CG iterations (a
     # pass over K_nM each way, 4 n M k): a slow CG refreshes only when its extra
     # iterations would pay for it (11 at 60,000 rows and 2,000 centers, 69 at 5,000)
-    rebuild_its = m * m / (6.0 * n) / (1 if per_class else k)
+    rebuild_its = (_SAMPLE_R ** 2 / (4.0 * n) if sampled else
+                   m * m / (6.0 * n) / (1 if per_class else k))
     steps, curve, change = 0, [], (np.inf if B0 is None else tol)
     err = change  # the estimated relative distance of the fitted values to the optimum
     KU = np.empty((n, k))  # K_nM U of the last CG product (U = B p)
@@ -277,16 +284,24 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
                 KB = kmm(B)
                 grad += (lam * n) * KB
             dk = loss.dk[idx] if idx is not None else np.mean(loss.dk, axis=0)[None, :]
-            weights = np.reshape(wc, (-1, 1)) * (dk if cls is not None else
+            classes = cls is not None or (sampled and final and k > 1)  # a group per class
+            weights = np.reshape(wc, (-1, 1)) * (dk if classes else
                                                   np.mean(dk, axis=1, keepdims=True)) / n
-            P_ = cls if cls is not None else pre
+            P_ = cls if cls is not None else (samp if sampled else pre)
             fresh = built is None or built[0] is not P_ or built[1] != lam or (
+                built[2].shape != weights.shape) or (
                 np.abs(weights - built[2]).sum() > _REUSE * built[2].sum()) or (
                 it_built is not None and it > _SLOW * max(it_built, 1)
                 and it - it_built > rebuild_its)
             if fresh:
                 with blas_threads_for(m):
-                    if P_ is cls:  # the softmax blocks' diagonals, per class; the
+                    if P_ is samp:  # at the target penalty the heavy rows exactly
+                        heavy = final and idx is not None
+                        dkn = (loss.dk if classes else np.mean(loss.dk, axis=1, keepdims=True))
+                        samp.set_weights(weights * np.ones((m, 1)), lam,
+                                         dk=dkn / n if heavy else None, idx=idx,
+                                         rows=normal.rows)
+                    elif P_ is cls:  # the softmax blocks' diagonals, per class; the
                         # rows that carry most of a class's weight exactly (centers that
                         # are training rows: the rest is estimated from them)
                         heavy = None if idx is None else heavy_rows(loss.dk, m)
@@ -332,9 +347,12 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
                 return P_.apply(V.reshape(m, k), product=product64, lam=lam, n=n).reshape(-1)
 
             with single_blas_thread():
+                precond = None if P_ is not samp else (
+                    lambda v: samp.precond(v.reshape(m, k)).reshape(-1))
                 g, KD, it, done = _newton_cg(apply, P_.Bt(-grad / n).reshape(-1), inner,
                                              max_iter, progress, np.zeros((n, k)),
-                                             exact=exact_apply if fast else None)
+                                             exact=exact_apply if fast else None,
+                                             precond=precond)
                 D = P_.B(g.reshape(m, k))
                 KmmD = kmm(D)
             it_built = it if it_built is None else it_built
@@ -362,7 +380,8 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
             progress("Newton step", steps, level=1, penalty=lam, cg_iterations=it,
                      step_size=t, relative_change=change, probability_change=dp,
                      distance_estimate=err, objective=J,
-                     preconditioner=("per class" if P_ is cls else "shared")
+                     preconditioner=("per class" if classes else "shared")
+                     + (" sampled" if P_ is samp else "")
                      + (" (new)" if fresh else ""))
             if err <= (tol if final else _LEVEL_CHANGE) or t == 0:
                 break
@@ -371,7 +390,7 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
         lam *= _RATIO
 
 
-def _newton_cg(apply, b, tol, max_iter, progress, KX, exact=None):
+def _newton_cg(apply, b, tol, max_iter, progress, KX, exact=None, precond=None):
     """CG from 0 on the preconditioned Newton system ``A x = b`` (``b`` a vector).
 
     ``apply(p)`` returns ``(A p, K_nM B p)``; the second is summed into ``KX`` (zeros
@@ -384,17 +403,20 @@ def _newton_cg(apply, b, tol, max_iter, progress, KX, exact=None):
     by more than a tenth of it (the products' rounding holds CG up), else goes on (a
     plateau of CG's residual, which is not monotone in any arithmetic: float64
     products sat 15 iterations within 10% on all 60,000 Fashion-MNIST images). Returns
-    ``(x, K_nM B x, iterations, converged)``.
+    ``(x, K_nM B x, iterations, converged)``. With ``precond`` (``r -> P^-1 r``, symmetric
+    positive definite) it is PCG, and the residual is measured as ``sqrt(r^T P^-1 r)``: the
+    split form's (CG on ``L^T A L`` for ``L L^T = P^-1``).
     """
     x, r = np.zeros_like(b), b.copy()
-    p, rr = r.copy(), float(r @ r)
+    z = r if precond is None else precond(r)
+    p, rr = z.copy(), max(float(r @ z), 0.0)
     stop, it = tol * np.sqrt(rr), 0
     best, since = rr, 0
     while it < max_iter and np.sqrt(rr) > stop:
         if exact is not None and since >= _STALL:
-            gap = float(np.linalg.norm(b - exact(x) - r))
-            progress("CG plateau", it, level=2, residual_gap=gap / np.sqrt(rr))
-            if gap > 0.1 * np.sqrt(rr):
+            gap, rn = float(np.linalg.norm(b - exact(x) - r)), float(np.linalg.norm(r))
+            progress("CG plateau", it, level=2, residual_gap=gap / max(rn, 1e-300))
+            if gap > 0.1 * rn:
                 break
             best, since = rr, 0
         it += 1
@@ -406,8 +428,9 @@ def _newton_cg(apply, b, tol, max_iter, progress, KX, exact=None):
         x += a * p
         r -= a * Ap
         KX += a * Kp
-        rr, rr_old = float(r @ r), rr
-        p = r + (rr / rr_old) * p
+        z = r if precond is None else precond(r)
+        rr, rr_old = max(float(r @ z), 0.0), rr
+        p = z + (rr / rr_old) * p
         best, since = (rr, 0) if rr < 0.81 * best else (best, since + 1)
         progress("CG iteration", it, max_iter, level=2,
                  relative_residual=np.sqrt(rr) / max(stop / tol, 1e-300))

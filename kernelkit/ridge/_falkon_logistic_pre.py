@@ -169,3 +169,127 @@ class _ClassPreconditioner:
     def B(self, G):
         """``B G = Pi T^-1 diag_c(A_c^-1) G``."""
         return _project(self.pre.solve_T(self._solve_A(G, False)))
+
+
+def threshold_sample(w, r, rng):
+    """An unbiased sample of about ``r`` of the weights ``w >= 0`` (Poisson sampling):
+    ``j`` is kept with probability ``p_j = min(1, c w_j)``, ``sum p = r``, and weighs
+    ``w_j / p_j``; all nonzero ones when there are at most ``r``. Returns (indices,
+    weights)."""
+    nz = np.flatnonzero(w > 0)
+    if nz.size <= r:
+        return nz, w[nz]
+    ws = np.sort(w[nz])[::-1]
+    tail = np.cumsum(ws[::-1])[::-1]  # tail[t] = sum(ws[t:])
+    t = np.arange(r)
+    c = (r - t) / tail[:r]
+    first = int(np.flatnonzero(c * ws[:r] <= 1.0)[0])  # the largest t rows are certain
+    p = np.minimum(1.0, c[first] * w[nz])
+    keep = rng.random_sample(nz.size) < p
+    return nz[keep], w[nz][keep] / p[keep]
+
+
+class _SampledPreconditioner:
+    """PCG preconditioner in ``T``'s coordinates from a weighted sample of rows.
+
+    Past a few thousand centers FALKON's factor ``A`` (per class: ``k`` of them) costs
+    ``2 M^3 / 3`` per build, ten or more per fit, which outgrows the whole fit (16,000
+    centers: a shared build 25 s, ten per-class ones over 100 s). Here each group of
+    classes (one for all, or one per class) approximates its Hessian block in ``T``'s
+    coordinates, ``T^-T K_Mn D_c K_nM T^-1 / n``, by a sample of ``r`` rows, ``Phi Phi^T``
+    (``Phi``'s columns ``sqrt(d_i / n) phi_i``, ``phi_i = T^-T k(C, x_i)``: for a center,
+    a column of ``T``), and CG is preconditioned by ``P = lam I + Phi Phi^T``, inverted by
+    Woodbury through ``chol(I + Phi^T Phi / lam)`` (``r x r``; build ``M r^2``, apply
+    ``4 M r``). The sample (Nyström's, Williams & Seeger 2001, on the Hessian's rows):
+    the heaviest rows of the group exactly (half its weight, at most ``r / 2`` rows,
+    :mod:`._falkon_logistic_pre`'s notes on why), the rest of the weight by a threshold
+    sample of the centers, weighted to be unbiased. ``Phi`` is held in float64:
+    the Woodbury form subtracts nearly equal terms along the strong directions (at
+    ``||Phi||^2 / lam`` ~ 1e6), which float32's rounding would turn indefinite.
+    """
+
+    def __init__(self, pre, k, r, rng):
+        self.pre, self.m, self.k, self.r, self.rng = pre, pre.m, k, r, rng
+        self.eps = pre.eps
+        self.phi_rows, self.phi = np.empty(0, np.intp), np.empty((self.m, 0))
+
+    def _heavy_phi(self, I, rows):
+        """``phi_i`` of the rows ``I`` (sorted), from a cache kept across builds."""
+        new = np.setdiff1d(I, self.phi_rows, assume_unique=True)
+        if new.size:
+            P = self.pre.solve_T(np.asfortranarray(rows(new).T, dtype=np.float64),
+                                 trans=True)
+            keep = np.isin(self.phi_rows, I)  # drop rows no group needs now
+            rows_ = np.concatenate([self.phi_rows[keep], new])
+            order = np.argsort(rows_)
+            self.phi = np.asfortranarray(np.hstack([self.phi[:, keep], P])[:, order])
+            self.phi_rows = rows_[order]
+
+    def _t_columns(self, S):
+        """``T[:, S]`` (``pre.F``'s upper triangle; its lower one may hold ``A``)."""
+        self.pre._use("T")
+        out = self.pre.F[:, S].astype(np.float64)
+        out[np.arange(self.m)[:, None] > S[None, :]] = 0.0
+        return out
+
+    def set_weights(self, center_weights, lam, dk=None, idx=None, rows=None):
+        """Sample and factor each group's ``P_g``: ``center_weights`` (M, groups) the
+        centers' weights (``w_j d_j / n``); with ``dk`` (n, groups, the rows' ``d / n``),
+        ``idx`` (the centers' rows) and ``rows(I)`` (kernel rows) the heavy rows exactly."""
+        self.lam, groups = lam, center_weights.shape[1]
+        heavy = [np.empty(0, np.intp)] * groups
+        if dk is not None and idx is not None:
+            heavy = heavy_rows(dk, self.r // 2)
+        if dk is not None and idx is not None:
+            self._heavy_phi(np.unique(np.concatenate(heavy)), rows)
+        self.Phi, self.R = [], []
+        for g in range(groups):
+            H, w = heavy[g], center_weights[:, g]
+            if H.size:
+                w = w * ~np.isin(idx, H)
+            S, ws = threshold_sample(w, self.r - H.size, self.rng)
+            parts = [self._t_columns(S) * np.sqrt(ws)]
+            if H.size:
+                parts.append(self.phi[:, np.searchsorted(self.phi_rows, H)]
+                             * np.sqrt(dk[H, g]))
+            Phi = np.asfortranarray(np.hstack(parts))
+            G = Phi.T @ Phi
+            G /= lam
+            G.flat[:: G.shape[0] + 1] += 1.0
+            R, info = lapack.dpotrf(G, lower=0, clean=1, overwrite_a=1)
+            if info != 0:
+                raise ValueError("the FALKON preconditioner is not positive definite; "
+                                 "increase alpha.")
+            self.Phi.append(Phi)
+            self.R.append(R)
+
+    def precond(self, V):
+        """``Pi diag_g(P_g^-1) Pi V`` (``V`` (M, k))."""
+        V = _project(V) if self.k > 1 else V
+        out = np.empty_like(V)
+        for c in range(self.k):
+            g = c if len(self.Phi) > 1 else 0
+            Phi, R = self.Phi[g], self.R[g]
+            a = Phi.T @ V[:, c]
+            a = blas.dtrsv(R, blas.dtrsv(R, a, lower=0, trans=1), lower=0)
+            out[:, c] = (V[:, c] - Phi @ a / self.lam) / self.lam
+        return _project(out) if self.k > 1 else out
+
+    def apply(self, V, product, lam, n):
+        """``H V`` in ``T``'s coordinates: ``T^-T Pi (product(U) / n) + lam Pi V``,
+        ``U = T^-1 Pi V`` (``K_MM = T^T T - eps I``)."""
+        W = _project(V) if self.k > 1 else V
+        U = self.pre.solve_T(W)
+        H = product(U) / n
+        if self.eps:
+            H -= (lam * self.eps) * U
+        H = self.pre.solve_T(_project(H) if self.k > 1 else H, trans=True)
+        return H + lam * W
+
+    def Bt(self, R):
+        """``T^-T Pi R``."""
+        return self.pre.solve_T(_project(R) if self.k > 1 else R, trans=True)
+
+    def B(self, G):
+        """``Pi T^-1 G``."""
+        return _project(self.pre.solve_T(G)) if self.k > 1 else self.pre.solve_T(G)
