@@ -487,8 +487,9 @@ def test_threshold_sample_is_unbiased():
 
 
 def test_sampled_preconditioner_is_woodbury_of_its_sample():
-    """Everything sampled (``r`` at least the rows): ``precond`` is ``Pi diag_c(P_c^-1) Pi``
-    with ``P_c = lam I + sum_{heavy i} d_ic phi_i phi_i^T + T S_c^2 T^T`` (dense)."""
+    """Everything sampled (``r`` at least the rows): ``P_c = lam I + Phi_c Phi_c^T`` with
+    ``Phi_c Phi_c^T = sum_{heavy i} d_ic phi_i phi_i^T + T S_c^2 T^T`` (the heavy rows'
+    ``phi_i`` solved in float32), and ``precond`` is ``Pi diag_c(P_c^-1) Pi`` (dense)."""
     from kernelkit.ridge._falkon_logistic_pre import _SampledPreconditioner, heavy_rows
     from kernelkit.ridge._falkon_ops import _FalkonPreconditioner
 
@@ -513,9 +514,11 @@ def test_sampled_preconditioner_is_woodbury_of_its_sample():
     want = np.empty((m, k))
     for c in range(k):
         H = heavy[c]
-        P = (Phi[:, H] * (dk[H, c] / n)) @ Phi[:, H].T + lam * np.eye(m)
-        P += T @ np.diag(cw[:, c] * ~np.isin(idx, H)) @ T.T
-        want[:, c] = linalg.solve(P, V[:, c])
+        S = (Phi[:, H] * (dk[H, c] / n)) @ Phi[:, H].T
+        S += T @ np.diag(cw[:, c] * ~np.isin(idx, H)) @ T.T
+        held = samp.Phi[c] @ samp.Phi[c].T
+        np.testing.assert_allclose(held, S, rtol=1e-4, atol=1e-5 * abs(S).max())  # float32
+        want[:, c] = linalg.solve(held + lam * np.eye(m), V[:, c])
     want -= want.mean(1, keepdims=True)
     np.testing.assert_allclose(samp.precond(V), want, rtol=1e-8, atol=1e-10 * abs(want).max())
 

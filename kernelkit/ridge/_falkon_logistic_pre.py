@@ -1,4 +1,5 @@
-"""Per-class FALKON preconditioner for the softmax Newton systems.
+"""Preconditioners for the softmax Newton systems: a FALKON factor per class, and, past
+a few thousand centers, a sample of rows per class (:class:`_SampledPreconditioner`).
 
 The multinomial Newton system couples the classes through each row's softmax Hessian
 ``diag(p_i) - p_i p_i^T``, whose curvature lies in the one or two classes the row is
@@ -212,13 +213,17 @@ class _SampledPreconditioner:
         self.pre, self.m, self.k, self.r, self.rng = pre, pre.m, k, r, rng
         self.eps = pre.eps
         self.phi_rows, self.phi = np.empty(0, np.intp), np.empty((self.m, 0))
+        self.T32 = None  # T in float32 for the heavy rows' solves
 
     def _heavy_phi(self, I, rows):
         """``phi_i`` of the rows ``I`` (sorted), from a cache kept across builds."""
         new = np.setdiff1d(I, self.phi_rows, assume_unique=True)
-        if new.size:
-            P = self.pre.solve_T(np.asfortranarray(rows(new).T, dtype=np.float64),
-                                 trans=True)
+        if new.size:  # float32 (half the time): the Gram is taken from what is held
+            if self.T32 is None:
+                self.pre._use("T")
+                self.T32 = np.asfortranarray(self.pre.F, dtype=np.float32)
+            P = blas.strsm(1.0, self.T32, np.asfortranarray(rows(new).T, dtype=np.float32),
+                           lower=0, trans_a=1).astype(np.float64)
             keep = np.isin(self.phi_rows, I)  # drop rows no group needs now
             rows_ = np.concatenate([self.phi_rows[keep], new])
             order = np.argsort(rows_)
@@ -228,8 +233,9 @@ class _SampledPreconditioner:
     def _t_columns(self, S):
         """``T[:, S]`` (``pre.F``'s upper triangle; its lower one may hold ``A``)."""
         self.pre._use("T")
-        out = self.pre.F[:, S].astype(np.float64)
-        out[np.arange(self.m)[:, None] > S[None, :]] = 0.0
+        out = self.pre.F[:, S]  # a copy
+        for j, s in enumerate(S):  # (a boolean mask took 20x longer)
+            out[s + 1:, j] = 0.0
         return out
 
     def set_weights(self, center_weights, lam, dk=None, idx=None, rows=None):
@@ -253,8 +259,7 @@ class _SampledPreconditioner:
                 parts.append(self.phi[:, np.searchsorted(self.phi_rows, H)]
                              * np.sqrt(dk[H, g]))
             Phi = np.asfortranarray(np.hstack(parts))
-            G = Phi.T @ Phi
-            G /= lam
+            G = blas.dsyrk(1.0 / lam, Phi, trans=1, lower=0)  # I + Phi^T Phi / lam
             G.flat[:: G.shape[0] + 1] += 1.0
             R, info = lapack.dpotrf(G, lower=0, clean=1, overwrite_a=1)
             if info != 0:
