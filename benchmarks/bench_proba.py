@@ -36,11 +36,14 @@ Parts:
     iterations at 20,000 images (one step per penalty of its path, then a few at
     ``alpha``), 11 and 78 at 60,000, where the squared loss needs 19 and 28
     (``--n-centers`` sets ``centers_b``).
+(c) All 60,000 Fashion-MNIST images, the same two FALKON models with more centers
+    (``centers_c``: 8,000 and 16,000; ``--centers-c``), the same goals, no peer: where
+    the logistic loss preconditions each class by a sample of rows.
 
-Wall time on 2 quiet cores (AMD EPYC): about 15 minutes in all, 7 of them part (a)'s 25
-splits, most of the rest part (b)'s ``LinearSVC`` peer (1.5 minutes at 20,000 images, 5 at
-60,000); the logistic FALKON
-fit about 18 s at 60,000. Run the parts separately, or lower
+Wall time on 2 quiet cores (AMD EPYC): about 25 minutes in all, 7 of them part (a)'s 25
+splits, 8 part (b) (most of it its ``LinearSVC`` peer: 1.5 minutes at 20,000 images, 5 at
+60,000; the logistic FALKON fit about 18 s at 60,000), 10 part (c) (its logistic fit at
+16,000 centers about 6 minutes). Run the parts separately, or lower
 ``--n-centers`` (the 0.90 accuracy goal then moves out of reach: the squared loss needed
 16,000 centers for 0.9024).
 
@@ -323,19 +326,28 @@ def _loss_rows(blocks, head, first):
     return L
 
 
+def _run_line(res, part):
+    """The run that produced ``part``: machine, versions, load and wall time."""
+    r = res.get("runs", {}).get(part)
+    if r is None:
+        return []
+    return [machine_line(r["machine"], r["loads"], r["timestamp"], r["commit"])
+            + f" Wall time of this part: {r['wall_s']:.0f} s.", ""]
+
+
 def render(res):
     from kernelkit.ridge._falkon_logistic import _SAMPLED_FROM
 
-    cfg, info = res["config"], res["machine"]
-    loads = (res["loadavg_before"], res.get("loadavg_after", res["loadavg_before"]))
-    L = [SECTION, "", machine_line(info, loads, res["timestamp"], res["git"]["commit"]), "",
+    cfg = res["config"]
+    L = [SECTION, "",
          f"Log-loss, Brier score (squared error of the probability vector, summed over the "
          f"classes), expected calibration error ({ECE_BINS} equal-width bins of the top-class "
          "confidence), accuracy on the test rows; fit time after an untimed warm-up fit. "
-         f"Wall time of the run: {res.get('wall_s', 0):.0f} s.", ""]
+         "Each part names the run that produced it.", ""]
     if res.get("part_a"):
         L += [f"### (a) digits and breast_cancer: median of {cfg['n_seeds']} stratified "
               f"splits ({1 - cfg['test_size']:.0%} / {cfg['test_size']:.0%})", "",
+              *_run_line(res, "a"),
               "Standardised features; gamma = 1/d wherever a Gaussian kernel is used. Goal: "
               "each kernelkit classifier's log-loss at most that of scikit-learn's "
               f"CalibratedClassifierCV (sigmoid, cv={cfg.get('same_cv', 5)}, "
@@ -367,7 +379,7 @@ def render(res):
             L.append("")
     if res.get("part_b"):
         L += [f"### (b) Fashion-MNIST: FALKON squared loss vs logistic loss, "
-              f"{cfg['centers_b']:,} centers", "",
+              f"{cfg['centers_b']:,} centers", "", *_run_line(res, "b"),
               f"Gaussian kernel gamma {cfg['gamma_b']:g}, alpha {cfg['alpha_b']:g}, tol "
               f"{cfg['tol_b']:g}, {cfg['n_test_b']:,} test images; the peer uses the same "
               f"gamma and {cfg['centers_b']:,} Nystroem components. Goals (logistic loss, "
@@ -378,7 +390,7 @@ def render(res):
     if res.get("part_c"):
         c = res["part_c"]
         L += [f"### (c) all {c[0]['n']:,} Fashion-MNIST images: the two losses at more "
-              "centers", "",
+              "centers", "", *_run_line(res, "c"),
               f"Same kernel, alpha and tol as (b), no peer. From {_SAMPLED_FROM:,} centers "
               "on, logistic FALKON preconditions each class by a sample of rows (its "
               "heaviest exactly, centers for the rest), not by a factor of its own.", ""]
@@ -409,17 +421,23 @@ def main(argv=None):
     res = {"timestamp": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
            "quick": args.quick, "config": cfg, "seed": SEED, "loadavg_before": load_average(),
            "machine": machine_info(), "git": git_state()}
-    if JSON_PATH.exists() and not args.quick:  # keep parts not rerun
+    if JSON_PATH.exists() and not args.quick:  # keep parts not rerun, with their runs
         old = json.loads(JSON_PATH.read_text())
         res.update({k: v for k, v in old.items() if k.startswith("part_")})
+        res["runs"] = old.get("runs", {})
+    res.setdefault("runs", {})
     parts = {"a": part_a, "b": part_b, "c": part_c}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # convergence notes of the peers' fits
         for p in args.parts.split(","):
             print(f"part ({p})", flush=True)
+            t_part, load0 = time.perf_counter(), load_average()
             res[f"part_{p}"] = parts[p](cfg)
             res["loadavg_after"] = load_average()
             res["wall_s"] = time.perf_counter() - t_run
+            res["runs"][p] = {"timestamp": res["timestamp"], "commit": res["git"]["commit"],
+                              "machine": res["machine"], "loads": [load0, res["loadavg_after"]],
+                              "wall_s": time.perf_counter() - t_part}
             if not args.quick:
                 JSON_PATH.write_text(json.dumps(res, indent=2, default=float) + "\n")
     section = render(res)

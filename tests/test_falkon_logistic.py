@@ -543,3 +543,16 @@ def test_sampled_preconditioner_fit_equals_dense(monkeypatch, capsys, n_classes,
     np.testing.assert_allclose(got, ref, atol=1e-6)
     out = capsys.readouterr().out
     assert ("per class sampled" in out) == (n_classes > 2) and "shared sampled" in out
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_class_factors_over_budget_take_the_sample(monkeypatch, capsys, n_classes):
+    """Per-class factors beyond their memory budget: the sampled preconditioner (two
+    classes keep the shared factor, which needs no per-class memory)."""
+    import kernelkit.ridge._falkon_logistic as fl
+
+    monkeypatch.setattr(fl, "_CLASS_PRE_BYTES", 0)
+    X, y, _, w = _problem(n_classes, n=150, seed=3)
+    FalkonClassifier(alpha=0.5, n_centers=20, gamma=GAMMA, loss="logistic", tol=1e-6,
+                     random_state=0, verbose=1).fit(X, y, sample_weight=w)
+    assert ("sampled" in capsys.readouterr().out) == (n_classes > 2)

@@ -30,14 +30,15 @@ over 19, for the same accuracy and log-loss):
   iterations over the fit instead of 193); the shared preconditioner takes them too at
   the target penalty (two classes, "tops" against the rest of those images: 70 CG
   iterations instead of 133, the fit 6.8 s instead of 9.1 s);
-* from ``_SAMPLED_FROM`` centers on, a factor per class (``2 M^3 / 3`` each, ``k`` per
-  build) and even the shared one refactored at every penalty outgrow the fit, so every
+* from ``_SAMPLED_FROM`` centers on (or where the ``k`` factors would take more than
+  ``_CLASS_PRE_BYTES``), a factor per class (``2 M^3 / 3`` each, ``k`` per build) and
+  even the shared one refactored at every penalty outgrow the fit, so every
   penalty is preconditioned by a sample of ``_SAMPLE_R`` rows per group (shared on the
   path, per class at the target; :class:`._falkon_logistic_pre._SampledPreconditioner`,
-  PCG): all 60,000 Fashion-MNIST images, 8,000 centers, the fit took 92 s instead of
-  282 s on the shared factor (the per-class factors no longer fit in 2 GiB), the same
-  accuracy and log-loss; at 5,000 centers the per-class factors and the sample are
-  on a par (59 s, 63 s);
+  PCG): all 60,000 Fashion-MNIST images, 8,000 centers, the fit took 91 s (bench_proba
+  part c) where the shared factor took 282 s (ten per-class factors exceed 2 GiB there),
+  for the same accuracy and log-loss; at 5,000 centers the per-class factors and the
+  sample were on a par (59 s, 63 s);
 * a preconditioner is refactored only when the penalty changes, its Hessian weights
   moved by more than 30% (L1) since it was built (5,000 images, 1,000 centers: 3
   per-class builds instead of 4 at 10%, 63 CG iterations instead of 61), or the last
@@ -259,10 +260,11 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
     wnorm = np.sqrt(wsum)  # fitted values of order 1 per row
     # the per-class preconditioner (multinomial only, at the target penalty): 2 k
     # factorizations per build instead of 2, k factors held
-    sampled = m >= _SAMPLED_FROM
+    # ... while they are cheap and fit in memory; else a sample of rows per class
+    fits = k * m ** 2 * (4 if normal.mixed else 8) <= _CLASS_PRE_BYTES
+    sampled = m >= _SAMPLED_FROM or not (loss.binary or fits)
     samp = _SampledPreconditioner(pre, k, min(m, _SAMPLE_R), rng) if sampled else None
-    per_class = not sampled and not loss.binary and (
-        k * pre.m ** 2 * (4 if normal.mixed else 8) <= _CLASS_PRE_BYTES)
+    per_class = not (sampled or loss.binary)
     exact = False  # float64 products only (float32 ones stalled CG)
     cls, built = None, None  # built: (preconditioner, lambda, weights) last factored
     it_built, it = None, 0  # CG iterations of the first step on it, of the last step
