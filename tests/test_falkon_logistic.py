@@ -521,6 +521,13 @@ def test_sampled_preconditioner_is_woodbury_of_its_sample():
         want[:, c] = linalg.solve(held + lam * np.eye(m), V[:, c])
     want -= want.mean(1, keepdims=True)
     np.testing.assert_allclose(samp.precond(V), want, rtol=1e-8, atol=1e-10 * abs(want).max())
+    # one group for all classes (the path's penalties): the centers' mean weights only
+    samp.set_weights(cw.mean(1, keepdims=True), lam)
+    P = T @ np.diag(cw.mean(1)) @ T.T + lam * np.eye(m)
+    np.testing.assert_allclose(samp.Phi[0] @ samp.Phi[0].T + lam * np.eye(m), P, rtol=1e-10)
+    want = linalg.solve(P, V)
+    want -= want.mean(1, keepdims=True)
+    np.testing.assert_allclose(samp.precond(V), want, rtol=1e-8, atol=1e-10 * abs(want).max())
 
 
 @pytest.mark.parametrize("n_classes", [2, 3])

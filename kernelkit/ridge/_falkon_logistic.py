@@ -271,7 +271,7 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
     # a refactoring (k per class, 2 M^3 / 3 each) costs this many CG iterations (a
     # pass over K_nM each way, 4 n M k): a slow CG refreshes only when its extra
     # iterations would pay for it (11 at 60,000 rows and 2,000 centers, 69 at 5,000)
-    rebuild_its = (_SAMPLE_R ** 2 / (4.0 * n) if sampled else
+    rebuild_its = (samp.r ** 2 / (4.0 * n) if sampled else
                    m * m / (6.0 * n) / (1 if per_class else k))
     steps, curve, change = 0, [], (np.inf if B0 is None else tol)
     err = change  # the estimated relative distance of the fitted values to the optimum

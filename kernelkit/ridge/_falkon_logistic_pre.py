@@ -246,7 +246,6 @@ class _SampledPreconditioner:
         heavy = [np.empty(0, np.intp)] * groups
         if dk is not None and idx is not None:
             heavy = heavy_rows(dk, self.r // 2)
-        if dk is not None and idx is not None:
             self._heavy_phi(np.unique(np.concatenate(heavy)), rows)
         self.Phi, self.R = [], []
         for g in range(groups):
@@ -271,13 +270,16 @@ class _SampledPreconditioner:
     def precond(self, V):
         """``Pi diag_g(P_g^-1) Pi V`` (``V`` (M, k))."""
         V = _project(V) if self.k > 1 else V
-        out = np.empty_like(V)
-        for c in range(self.k):
-            g = c if len(self.Phi) > 1 else 0
-            Phi, R = self.Phi[g], self.R[g]
-            a = Phi.T @ V[:, c]
-            a = blas.dtrsv(R, blas.dtrsv(R, a, lower=0, trans=1), lower=0)
-            out[:, c] = (V[:, c] - Phi @ a / self.lam) / self.lam
+        if len(self.Phi) == 1:  # one group: all classes in one product each way
+            Phi, R = self.Phi[0], self.R[0]
+            A = blas.dtrsm(1.0, R, Phi.T @ V, lower=0, trans_a=1)
+            out = (V - Phi @ blas.dtrsm(1.0, R, A, lower=0) / self.lam) / self.lam
+        else:
+            out = np.empty_like(V)
+            for c in range(self.k):
+                Phi, R = self.Phi[c], self.R[c]
+                a = blas.dtrsv(R, blas.dtrsv(R, Phi.T @ V[:, c], lower=0, trans=1), lower=0)
+                out[:, c] = (V[:, c] - Phi @ a / self.lam) / self.lam
         return _project(out) if self.k > 1 else out
 
     def apply(self, V, product, lam, n):
