@@ -555,3 +555,35 @@ def test_default_classifier_is_the_documented_shared_matrix_setting():
     np.testing.assert_array_equal(est.partial_fit_predict(X, y, classes=np.arange(10)),
                                   doc.partial_fit_predict(X, y, classes=np.arange(10)))
     assert est._st["Ainv"].shape[0] == 1
+
+
+@pytest.mark.parametrize("Est", [KONSClassifier, KONSRegressor])
+def test_pickle_keeps_only_the_atoms_and_continues_the_stream(Est):
+    """A pickle holds the state's used part, not its free room; the loaded model
+    predicts as the original and a further partial_fit gives the same model."""
+    import pickle
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 4))
+    y = (X[:, 0] + 0.3 * rng.normal(size=400) > 0).astype(int)
+    y = y if Est is KONSClassifier else y.astype(float)
+    kw = dict(gamma=0.5, gamma_reg=0.05, random_state=0)
+    a = Est(**kw).partial_fit(X[:300], y[:300], **({"classes": [0, 1]}
+                                                   if Est is KONSClassifier else {}))
+    cap, m = a._st["L"].shape[0], a.n_atoms_
+    assert cap > m  # free room to drop
+    blob = pickle.dumps(a)
+    held = sum(v.nbytes for v in a._st.values())
+    used = held - 8 * ((cap ** 2 - m ** 2) * (2 + a._st["Ainv"].shape[0]) + (cap - m) * (
+        X.shape[1] + 1 + a._st["W"].shape[1]))
+    assert len(blob) < used + 20_000 < held
+    b = pickle.loads(blob)
+    assert b._st["L"].shape == (m, m) and b.n_atoms_ == m
+    np.testing.assert_array_equal(b.predict(X), a.predict(X))
+    a.partial_fit(X[300:], y[300:])
+    b.partial_fit(X[300:], y[300:])
+    assert b.n_atoms_ == a.n_atoms_
+    np.testing.assert_allclose(b.predict(X) if Est is KONSRegressor else
+                               b.decision_function(X),
+                               a.predict(X) if Est is KONSRegressor else
+                               a.decision_function(X), rtol=1e-12, atol=1e-12)
