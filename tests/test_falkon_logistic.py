@@ -563,3 +563,69 @@ def test_class_factors_over_budget_take_the_sample(monkeypatch, capsys, n_classe
     FalkonClassifier(alpha=0.5, n_centers=20, gamma=GAMMA, loss="logistic", tol=1e-6,
                      random_state=0, verbose=1).fit(X, y, sample_weight=w)
     assert ("sampled" in capsys.readouterr().out) == (n_classes > 2)
+
+
+@pytest.mark.parametrize("r", [1, 2, 5])
+def test_tiny_or_empty_samples_still_fit_the_optimum(monkeypatch, capfd, r):
+    """A sample of one row (no room beside a heavy one) or an empty Poisson sample (all
+    of a group's weight elsewhere): that group's preconditioner is ``lam I``; the fit is
+    the unsampled path's optimum (tested against dense solves above) and LAPACK is never
+    called with an empty matrix."""
+    import kernelkit.ridge._falkon_logistic as fl
+    from kernelkit.ridge._falkon_logistic_pre import threshold_sample
+
+    S, ws = threshold_sample(np.ones(5), 0, np.random.RandomState(0))
+    assert S.size == ws.size == 0
+    monkeypatch.setattr(fl, "_SAMPLED_FROM", 1)
+    monkeypatch.setattr(fl, "_SAMPLE_R", r)
+    rng = np.random.RandomState(1)
+    X = rng.randn(200, 2)
+    y = np.digitize(X[:, 0] + 0.5 * rng.randn(200), [-0.5, 0.5])
+    for kw in ({"centers": X[:25]}, {"n_centers": 25, "random_state": 0}):
+        make = lambda: FalkonClassifier(alpha=0.5, gamma=GAMMA, loss="logistic",  # noqa
+                                        tol=1e-10, **kw)
+        got = make().fit(X, y).decision_function(X)
+        with monkeypatch.context() as mp:  # the same objective without the sample
+            mp.setattr(fl, "_SAMPLED_FROM", 10**9)
+            plain = make().fit(X, y)
+        np.testing.assert_allclose(got, plain.decision_function(X), atol=1e-7)
+    assert "illegal value" not in capfd.readouterr().err
+
+
+def test_sample_size_keeps_the_samples_within_their_budget():
+    """The k samples (``M r + r^2`` float64 each) and the heavy rows' cache (``k r / 2``
+    columns of ``M``) fit ``_SAMPLE_BYTES``; the default where they do."""
+    from kernelkit.ridge._falkon_logistic import _SAMPLE_BYTES, _SAMPLE_R, _sample_size
+
+    assert _sample_size(8000, 10) == _sample_size(16000, 10) == _SAMPLE_R
+    assert _sample_size(300, 10) == 300 and _sample_size(1, 3) == 1
+    for m, k in ((2400, 100), (20000, 50), (50000, 10)):
+        r = _sample_size(m, k)
+        assert 1 <= r < _SAMPLE_R
+        assert 8 * k * (m * r + r * r + m * r / 2) <= _SAMPLE_BYTES
+        assert 8 * k * (m * (r + 2) * 1.5 + (r + 2) ** 2) > _SAMPLE_BYTES  # the largest
+
+
+def test_shortened_step_is_not_convergence(monkeypatch):
+    """A line search that cuts a step to a sliver moves the probabilities by a sliver:
+    the distance is judged on the whole step, so the fit goes on (and reaches the dense
+    optimum) rather than stopping there."""
+    import kernelkit.ridge._falkon_logistic as fl
+
+    calls = []
+    orig = fl._line_search
+
+    def sliver(*a):  # the fifth step only (the target penalty's second): a step of 1e-9
+        t, J = orig(*a)
+        calls.append(t)
+        return (1e-9, J) if len(calls) == 5 else (t, J)
+
+    monkeypatch.setattr(fl, "_line_search", sliver)
+    X, y, C, w = _problem(3, n=150, m=30, seed=1)
+    clf = FalkonClassifier(alpha=1e-2, centers=C, gamma=GAMMA, loss="logistic",
+                           tol=1e-8).fit(X, y, sample_weight=w)
+    assert len(calls) > 5
+    ref = _dense_logistic(X, y, C, 1e-2, w)
+    got = clf.decision_function(X)
+    np.testing.assert_allclose(got - got.mean(1, keepdims=True),
+                               ref - ref.mean(1, keepdims=True), atol=1e-6)

@@ -33,9 +33,9 @@ over 19, for the same accuracy and log-loss):
 * from ``_SAMPLED_FROM`` centers on (or where the ``k`` factors would take more than
   ``_CLASS_PRE_BYTES``), a factor per class (``2 M^3 / 3`` each, ``k`` per build) and
   even the shared one refactored at every penalty outgrow the fit, so every
-  penalty is preconditioned by a sample of ``_SAMPLE_R`` rows per group (shared on the
-  path, per class at the target; :class:`._falkon_logistic_pre._SampledPreconditioner`,
-  PCG): all 60,000 Fashion-MNIST images, 8,000 centers, the fit took 91 s (bench_proba
+  penalty is preconditioned by a sample of ``_SAMPLE_R`` rows per group (fewer where
+  ``k`` samples would exceed ``_SAMPLE_BYTES``; shared on the path, per class at the
+  target; :class:`._falkon_logistic_pre._SampledPreconditioner`, PCG): all 60,000 Fashion-MNIST images, 8,000 centers, the fit took 91 s (bench_proba
   part c) where the shared factor took 282 s (ten per-class factors exceed 2 GiB there),
   for the same accuracy and log-loss; at 5,000 centers the per-class factors and the
   sample were on a par (59 s, 63 s);
@@ -117,7 +117,8 @@ _F32_CG_MIN = 1e-3    # float32 Hessian products while the CG tolerance is at le
 _CLASS_PRE_BYTES = 2 * 2**30  # at most this for the k per-class factors (else shared)
 _MIXED_MAX_ERROR = 1e-4  # the float32 K_nM promise of the squared loss (ridge/_falkon.py)
 _SAMPLED_FROM = 6000  # from this many centers on, the sampled preconditioner
-_SAMPLE_R = 2000      # ... of this many rows per group
+_SAMPLE_R = 2000      # ... of this many rows per group, at most
+_SAMPLE_BYTES = 4 * 2**30  # ... and at most this for its k samples (float64) and cache
 
 
 class _Logistic:
@@ -263,7 +264,7 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
     # ... while they are cheap and fit in memory; else a sample of rows per class
     fits = k * m ** 2 * (4 if normal.mixed else 8) <= _CLASS_PRE_BYTES
     sampled = m >= _SAMPLED_FROM or not (loss.binary or fits)
-    samp = _SampledPreconditioner(pre, k, min(m, _SAMPLE_R), rng) if sampled else None
+    samp = _SampledPreconditioner(pre, k, _sample_size(m, k), rng) if sampled else None
     per_class = not (sampled or loss.binary)
     exact = False  # float64 products only (float32 ones stalled CG)
     cls, built = None, None  # built: (preconditioner, lambda, weights) last factored
@@ -380,7 +381,9 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
             # the root mean square change of the training rows' probabilities (weighted)
             dp = np.sqrt(float(np.dot(loss.w, np.sum((loss.probabilities(F) - P0) ** 2,
                                                       axis=1))) / wsum)
-            dp = dp if t > 0 else np.inf
+            # a shortened step moved the probabilities by t times its own length: the
+            # distance is judged on the whole step (a step of 6e-8 is not convergence)
+            dp = dp / t if t > 0 else np.inf
             # past the damped phase the changes fall at least linearly, at a rate
             # q = dp / last (quadratically: q itself falls): the probabilities are
             # then within q / (1 - q) dp of the optimum's, not within dp
@@ -398,6 +401,15 @@ def _newton_path(normal, pre, idx, wc, loss, n, alpha, kappa, tol, max_iter, pro
         if final:
             return B, steps, curve, err
         lam *= _RATIO
+
+
+def _sample_size(m, k):
+    """Rows per group of the sampled preconditioner: ``_SAMPLE_R``, fewer where the
+    ``k`` samples (``M x r`` and ``r x r`` each) and the heavy rows' cache (up to
+    ``k r / 2`` columns of ``M``) would exceed ``_SAMPLE_BYTES`` (float64)."""
+    per = _SAMPLE_BYTES / (8.0 * k)  # r^2 + 1.5 M r <= per
+    r = int((np.sqrt((1.5 * m) ** 2 + 4 * per) - 1.5 * m) / 2)
+    return max(1, min(m, _SAMPLE_R, r))
 
 
 def _newton_cg(apply, b, tol, max_iter, progress, KX, exact=None, precond=None):

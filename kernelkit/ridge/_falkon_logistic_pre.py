@@ -178,6 +178,8 @@ def threshold_sample(w, r, rng):
     ``w_j / p_j``; all nonzero ones when there are at most ``r``. Returns (indices,
     weights)."""
     nz = np.flatnonzero(w > 0)
+    if r <= 0:
+        return nz[:0], w[:0]
     if nz.size <= r:
         return nz, w[nz]
     ws = np.sort(w[nz])[::-1]
@@ -258,6 +260,10 @@ class _SampledPreconditioner:
                 parts.append(self.phi[:, np.searchsorted(self.phi_rows, H)]
                              * np.sqrt(dk[H, g]))
             Phi = np.asfortranarray(np.hstack(parts))
+            if Phi.shape[1] == 0:  # nothing sampled (all weights 0): P = lam I
+                self.Phi.append(None)
+                self.R.append(None)
+                continue
             G = blas.dsyrk(1.0 / lam, Phi, trans=1, lower=0)  # I + Phi^T Phi / lam
             G.flat[:: G.shape[0] + 1] += 1.0
             R, info = lapack.dpotrf(G, lower=0, clean=1, overwrite_a=1)
@@ -270,7 +276,9 @@ class _SampledPreconditioner:
     def precond(self, V):
         """``Pi diag_g(P_g^-1) Pi V`` (``V`` (M, k))."""
         V = _project(V) if self.k > 1 else V
-        if len(self.Phi) == 1:  # one group: all classes in one product each way
+        if len(self.Phi) == 1 and self.Phi[0] is None:
+            out = V / self.lam
+        elif len(self.Phi) == 1:  # one group: all classes in one product each way
             Phi, R = self.Phi[0], self.R[0]
             A = blas.dtrsm(1.0, R, Phi.T @ V, lower=0, trans_a=1)
             out = (V - Phi @ blas.dtrsm(1.0, R, A, lower=0) / self.lam) / self.lam
@@ -278,6 +286,9 @@ class _SampledPreconditioner:
             out = np.empty_like(V)
             for c in range(self.k):
                 Phi, R = self.Phi[c], self.R[c]
+                if Phi is None:
+                    out[:, c] = V[:, c] / self.lam
+                    continue
                 a = blas.dtrsv(R, blas.dtrsv(R, Phi.T @ V[:, c], lower=0, trans=1), lower=0)
                 out[:, c] = (V[:, c] - Phi @ a / self.lam) / self.lam
         return _project(out) if self.k > 1 else out
