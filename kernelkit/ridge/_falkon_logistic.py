@@ -35,10 +35,11 @@ over 19, for the same accuracy and log-loss):
   even the shared one refactored at every penalty outgrow the fit, so every
   penalty is preconditioned by a sample of ``_SAMPLE_R`` rows per group (fewer where
   ``k`` samples would exceed ``_SAMPLE_BYTES``; shared on the path, per class at the
-  target; :class:`._falkon_logistic_pre._SampledPreconditioner`, PCG): all 60,000 Fashion-MNIST images, 8,000 centers, the fit took 91 s (bench_proba
-  part c) where the shared factor took 282 s (ten per-class factors exceed 2 GiB there),
-  for the same accuracy and log-loss; at 5,000 centers the per-class factors and the
-  sample were on a par (59 s, 63 s);
+  target; :class:`._falkon_logistic_pre._SampledPreconditioner`, PCG): all 60,000
+  Fashion-MNIST images, 8,000 centers, the fit took 91 s (bench_proba part c) where
+  the shared factor took 282 s (ten per-class factors exceed 2 GiB there), for the
+  same accuracy and log-loss; at 5,000 centers the per-class factors and the sample
+  were on a par (59 s, 63 s);
 * a preconditioner is refactored only when the penalty changes, its Hessian weights
   moved by more than 30% (L1) since it was built (5,000 images, 1,000 centers: 3
   per-class builds instead of 4 at 10%, 63 CG iterations instead of 61), or the last
