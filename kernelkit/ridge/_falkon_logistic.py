@@ -53,13 +53,13 @@ over 19, for the same accuracy and log-loss):
   CG from its products' ``K_nM U`` (no pass of its own);
 * while CG's tolerance is at least ``1e-3`` the Hessian products use the held float32
   ``K_nM`` as stored (``V`` split in two float32 parts; measured 3x cheaper than
-  upcasting each block, 5,000 x 1,000, ten classes); the fixed point is the
-  gradient's, computed in float64, so they change the path, not the optimum. A CG that
-  stalls on them (no 10% gain in 10 iterations, and its residual more than 10% off the true one, checked by one float64
-  product: an ill-conditioned ``K_MM``) switches the fit to float64 products; a plateau
-  without that gap is CG's own and goes on in float32 (all 60,000 images, 2,000
-  centers: the plateau of the ninth step had switched the last two steps, 87 products,
-  to float64 at 1.9 times the float32 product's cost);
+  upcasting each block, 5,000 x 1,000, ten classes); the fixed point is the gradient's,
+  computed in float64, so they change the path, not the optimum. A CG that stalls on
+  them (no 10% gain in 10 iterations, and its residual more than 10% off the true one,
+  checked by one float64 product: an ill-conditioned ``K_MM``) switches the fit to
+  float64 products; a plateau without that gap is CG's own and goes on in float32 (all
+  60,000 images, 2,000 centers: the plateau of the ninth step had switched the last two
+  steps, 87 products, to float64 at 1.9 times the float32 product's cost);
 * the fit stops when the estimated distance of the training probabilities to the
   optimum's, root mean square over rows (weighted), is below ``tol``: the last step's
   change ``dp`` times ``q / (1 - q)``, ``q`` its ratio to the step before (the changes
