@@ -63,7 +63,8 @@ over 19, for the same accuracy and log-loss):
 * the fit stops when the estimated distance of the training probabilities to the
   optimum's, root mean square over rows (weighted), is below ``tol``: the last step's
   change ``dp`` times ``q / (1 - q)``, ``q`` its ratio to the step before (the changes
-  fall at least linearly once steps are full; the bare ``dp`` while ``q >= 0.5``).
+  fall at least linearly once steps are full; the bare ``dp`` while ``q >= 0.5``; a
+  step the line search shortened to ``t`` counts as ``dp / t``, its whole length).
   The fitted values' relative change overstates what the model's output still moves
   by far: 0.08 where the probabilities were within 8e-4 of the optimum's (5,000
   images, 1,000 centers), the logits of confident rows still growing.
