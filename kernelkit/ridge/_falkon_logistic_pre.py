@@ -77,11 +77,36 @@ def exact_rows(solve_tt, rows, H, d, dtype):
 
 
 def _project(V):
-    """``Pi V``: the shift-free part (rows: centers, columns: classes)."""
-    return V - V.mean(axis=1, keepdims=True)
+    """``Pi V``: the shift-free part (rows: centers, columns: classes; one column, the
+    binary model's, has no shift to remove)."""
+    return V if V.shape[1] == 1 else V - V.mean(axis=1, keepdims=True)
 
 
-class _ClassPreconditioner:
+class _BlockPreconditioner:
+    """``B = Pi T^-1 diag_c(A_c^-1)`` over FALKON's shared ``T`` (``pre``): the products
+    CG needs, given ``_solve_A`` (``A_c^-1``, or ``A_c^-T`` with ``trans``)."""
+
+    def apply(self, V, product, lam, n):
+        """``B^T H B V``, ``H = product / n + lam K_MM`` (``K_MM = T^T T - eps I``)."""
+        W = _project(self._solve_A(V, False))
+        U = self.pre.solve_T(W)
+        H = product(U) / n
+        if self.eps:
+            H -= (lam * self.eps) * U
+        H = _project(self.pre.solve_T(H, trans=True))
+        H += lam * W
+        return self._solve_A(H, True)
+
+    def Bt(self, R):
+        """``B^T R = diag_c(A_c^-T) T^-T Pi R``."""
+        return self._solve_A(self.pre.solve_T(_project(R), trans=True), True)
+
+    def B(self, G):
+        """``B G = Pi T^-1 diag_c(A_c^-1) G``."""
+        return _project(self.pre.solve_T(self._solve_A(G, False)))
+
+
+class _ClassPreconditioner(_BlockPreconditioner):
     """``B = Pi T^-1 diag_c(A_c^-1)``: one ``A_c`` per class over the shared ``T``.
 
     Parameters
@@ -152,25 +177,6 @@ class _ClassPreconditioner:
             out[:, c] = self.trsv(R, V[:, c].astype(R.dtype), lower=0, trans=int(trans))
         return out
 
-    def apply(self, V, product, lam, n):
-        """``B^T H B V``, ``H = product / n + lam K_MM`` (``K_MM = T^T T - eps I``)."""
-        W = _project(self._solve_A(V, False))
-        U = self.pre.solve_T(W)
-        H = product(U) / n
-        if self.eps:
-            H -= (lam * self.eps) * U
-        H = _project(self.pre.solve_T(H, trans=True))
-        H += lam * W
-        return self._solve_A(H, True)
-
-    def Bt(self, R):
-        """``B^T R = diag_c(A_c^-T) T^-T Pi R``."""
-        return self._solve_A(self.pre.solve_T(_project(R), trans=True), True)
-
-    def B(self, G):
-        """``B G = Pi T^-1 diag_c(A_c^-1) G``."""
-        return _project(self.pre.solve_T(self._solve_A(G, False)))
-
 
 def threshold_sample(w, r, rng):
     """An unbiased sample of about ``r`` of the weights ``w >= 0`` (Poisson sampling):
@@ -192,7 +198,7 @@ def threshold_sample(w, r, rng):
     return nz[keep], w[nz][keep] / p[keep]
 
 
-class _SampledPreconditioner:
+class _SampledPreconditioner(_BlockPreconditioner):
     """PCG preconditioner in ``T``'s coordinates from a weighted sample of rows.
 
     Past a few thousand centers FALKON's factor ``A`` (per class: ``k`` of them) costs
@@ -275,7 +281,7 @@ class _SampledPreconditioner:
 
     def precond(self, V):
         """``Pi diag_g(P_g^-1) Pi V`` (``V`` (M, k))."""
-        V = _project(V) if self.k > 1 else V
+        V = _project(V)
         if len(self.Phi) == 1 and self.Phi[0] is None:
             out = V / self.lam
         elif len(self.Phi) == 1:  # one group: all classes in one product each way
@@ -291,23 +297,8 @@ class _SampledPreconditioner:
                     continue
                 a = blas.dtrsv(R, blas.dtrsv(R, Phi.T @ V[:, c], lower=0, trans=1), lower=0)
                 out[:, c] = (V[:, c] - Phi @ a / self.lam) / self.lam
-        return _project(out) if self.k > 1 else out
+        return _project(out)
 
-    def apply(self, V, product, lam, n):
-        """``H V`` in ``T``'s coordinates: ``T^-T Pi (product(U) / n) + lam Pi V``,
-        ``U = T^-1 Pi V`` (``K_MM = T^T T - eps I``)."""
-        W = _project(V) if self.k > 1 else V
-        U = self.pre.solve_T(W)
-        H = product(U) / n
-        if self.eps:
-            H -= (lam * self.eps) * U
-        H = self.pre.solve_T(_project(H) if self.k > 1 else H, trans=True)
-        return H + lam * W
-
-    def Bt(self, R):
-        """``T^-T Pi R``."""
-        return self.pre.solve_T(_project(R) if self.k > 1 else R, trans=True)
-
-    def B(self, G):
-        """``Pi T^-1 G``."""
-        return _project(self.pre.solve_T(G)) if self.k > 1 else self.pre.solve_T(G)
+    def _solve_A(self, V, trans):
+        """No ``A_c``: CG runs in ``T``'s coordinates, :meth:`precond` preconditions."""
+        return V
